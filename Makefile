@@ -1,0 +1,18 @@
+# The two commands a newcomer needs: `make run` and `make check`.
+.PHONY: run check test bootstrap fmt
+
+run: ## run API + admin + worker + beat on the embedded default (Ctrl-C stops all)
+	scripts/bootstrap
+	.venv/bin/python manage.py run_embedded
+
+check: ## every check and test (ruff, mypy, migrations, pytest on PostgreSQL + Redis)
+	scripts/check
+
+test: check
+
+bootstrap:
+	scripts/bootstrap
+
+fmt: ## fix formatting and the lint rules ruff can fix
+	.venv/bin/ruff check --fix .
+	.venv/bin/ruff format .

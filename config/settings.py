@@ -1,0 +1,254 @@
+"""Django settings, read from ``MAASCP_*`` environment variables (see docs/settings.md).
+
+Two modes:
+
+* ``embedded`` (default): SQLite under the data folder, a broker that needs no server (kombu's
+  filesystem transport), encrypted secrets rows in the database with a key generated into the
+  data folder on first run. Nothing needs installing.
+* ``production``: PostgreSQL, Redis, and Vault (or an explicit secrets key). Every production
+  setting that is missing or malformed is reported at start-up, all at once.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+from config.env import Env, database_from_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = Env()
+
+MODE = env.choice("ENV", "embedded", ("embedded", "production"))
+PRODUCTION = MODE == "production"
+DATA_DIR = Path(env.string("DATA_DIR", str(BASE_DIR / "var")) or "var").resolve()
+
+
+def _generated(name: str, make: str) -> str:
+    """A value generated once into the data folder (embedded mode only)."""
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    path = DATA_DIR / name
+    if not path.exists():
+        path.write_text(make)
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = env.string("SECRET_KEY", required=PRODUCTION) or (
+    "" if PRODUCTION else _generated("django-secret-key", secrets.token_urlsafe(50))
+)
+DEBUG = env.flag("DEBUG", default=False)
+ALLOWED_HOSTS = env.items(
+    "ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]"]
+)
+if PRODUCTION and not ALLOWED_HOSTS:
+    env.errors.append("MAASCP_ALLOWED_HOSTS is required in production mode")
+CSRF_TRUSTED_ORIGINS = env.items("CSRF_TRUSTED_ORIGINS", [])
+
+# --- database -------------------------------------------------------------------------------
+_db_url = env.url(
+    "DATABASE_URL",
+    f"sqlite:///{DATA_DIR / 'maascp.sqlite3'}",
+    schemes=("postgresql", "postgres") if PRODUCTION else ("postgresql", "postgres", "sqlite"),
+    required=PRODUCTION,
+)
+DATABASES = {"default": database_from_url(_db_url or "sqlite:///:memory:")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Celery ----------------------------------------------------------------------------------
+# Reasoning for each value is in docs/architecture.md ("At-least-once work").
+CELERY_TASK_TIME_LIMIT = env.integer("TASK_TIME_LIMIT", 300, minimum=10)
+CELERY_TASK_SOFT_TIME_LIMIT = max(CELERY_TASK_TIME_LIMIT - 30, 5)
+# The longest countdown any task schedules itself with (polling MAAS by rescheduling).
+MAX_TASK_COUNTDOWN = env.integer("MAX_TASK_COUNTDOWN", 300, minimum=1)
+VISIBILITY_TIMEOUT = env.integer("VISIBILITY_TIMEOUT", 3 * 3600, minimum=60)
+if max(CELERY_TASK_TIME_LIMIT, MAX_TASK_COUNTDOWN) >= VISIBILITY_TIMEOUT:
+    env.errors.append(
+        "MAASCP_VISIBILITY_TIMEOUT must be larger than MAASCP_TASK_TIME_LIMIT and "
+        "MAASCP_MAX_TASK_COUNTDOWN, or Redis redelivers work that is still running"
+    )
+
+_broker_dir = DATA_DIR / "broker"
+CELERY_BROKER_URL = env.url(
+    "BROKER_URL",
+    "filesystem://",
+    schemes=("redis", "rediss") if PRODUCTION else ("redis", "rediss", "filesystem"),
+    required=PRODUCTION,
+)
+if (CELERY_BROKER_URL or "").startswith("filesystem"):
+    for sub in ("queue", "processed", "control"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
+        "store_processed": False,
+    }
+    _default_results = f"file://{DATA_DIR / 'results'}"
+    (DATA_DIR / "results").mkdir(parents=True, exist_ok=True)
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": VISIBILITY_TIMEOUT}
+    _default_results = CELERY_BROKER_URL or ""
+CELERY_RESULT_BACKEND = env.string("RESULT_BACKEND", _default_results)
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": VISIBILITY_TIMEOUT}
+CELERY_RESULT_EXPIRES = 24 * 3600
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_TRACK_STARTED = True
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+
+# --- secrets backend -------------------------------------------------------------------------
+VAULT = {
+    "ADDR": env.url("VAULT_ADDR", None, schemes=("http", "https")),
+    "TOKEN": env.string("VAULT_TOKEN"),
+    "ROLE_ID": env.string("VAULT_ROLE_ID"),
+    "SECRET_ID": env.string("VAULT_SECRET_ID"),
+    "MOUNT": env.string("VAULT_MOUNT", "secret"),
+    "PATH_PREFIX": env.string("VAULT_PATH_PREFIX", "maascp"),
+    "NAMESPACE": env.string("VAULT_NAMESPACE"),
+    "CACERT": env.string("VAULT_CACERT"),
+    "TIMEOUT": env.integer("VAULT_TIMEOUT", 10, minimum=1),
+}
+if VAULT["ADDR"] and not (VAULT["TOKEN"] or (VAULT["ROLE_ID"] and VAULT["SECRET_ID"])):
+    env.errors.append(
+        "MAASCP_VAULT_ADDR is set: also set MAASCP_VAULT_TOKEN, or MAASCP_VAULT_ROLE_ID "
+        "and MAASCP_VAULT_SECRET_ID for AppRole login"
+    )
+SECRETS_BACKEND = "vault" if VAULT["ADDR"] else "database"
+# Fernet keys for the database backend, newest first (comma-separated allows key rotation).
+_secrets_keys = env.items("SECRETS_KEY", [])
+if SECRETS_BACKEND == "database" and not _secrets_keys:
+    if PRODUCTION:
+        env.errors.append(
+            "production mode needs a secrets backend: set MAASCP_VAULT_ADDR (preferred) or "
+            "MAASCP_SECRETS_KEY (a Fernet key) for encrypted database rows"
+        )
+    else:
+        _secrets_keys = [_generated("secrets.key", Fernet.generate_key().decode())]
+for _key in _secrets_keys:
+    try:
+        Fernet(str(_key).encode())
+    except ValueError:
+        env.errors.append("MAASCP_SECRETS_KEY must be url-safe base64 Fernet keys (32 bytes)")
+SECRETS_KEYS = _secrets_keys
+
+# --- MAAS client defaults ----------------------------------------------------------------------
+MAAS_CONNECT_TIMEOUT = float(env.integer("MAAS_CONNECT_TIMEOUT", 5, minimum=1))
+MAAS_READ_TIMEOUT = float(env.integer("MAAS_READ_TIMEOUT", 30, minimum=1))
+
+# --- Django ----------------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "django_celery_beat",
+    "maas_domain",
+    "onboarding",
+    "decommission",
+    "reconciliation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "maas_domain.middleware.CorrelationIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env.string("STATIC_ROOT", str(DATA_DIR / "static")) or "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = not PRODUCTION
+
+SESSION_COOKIE_SECURE = PRODUCTION and env.flag("SECURE_COOKIES", default=True)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First class decides the WWW-Authenticate header, which makes anonymous calls 401.
+        "maas_domain.auth.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "maas_domain.api.pagination.Pagination",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "EXCEPTION_HANDLER": "maas_domain.api.exceptions.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+LOG_LEVEL = env.choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"context": {"()": "maas_domain.logging.ContextFilter"}},
+    "formatters": {"json": {"()": "maas_domain.logging.JsonFormatter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["context"]}
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "kombu.connection": {"level": "ERROR"},
+    },
+}
+
+# Every MAASCP_* variable the settings read (used by the docker-compose test).
+KNOWN_ENV_VARS = frozenset(env.known)
+env.check()

@@ -1,0 +1,59 @@
+"""One error body shape for the whole API:
+
+``{"error": "<code>", "detail": "<human sentence>", ...}`` where validation errors add
+``fields`` (``{"field.path": ["reason", ...]}``) or ``rows`` (``[{index, field, reason}]``) and
+conflicts add what the client needs to decide (e.g. ``open_workflows``, ``current_revision``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_handler
+
+from maas_domain.errors import DomainError
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    if isinstance(detail, dict):
+        out: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            out.update(_flatten(value, path))
+        return out
+    if isinstance(detail, list):
+        if all(not isinstance(v, dict | list) for v in detail):
+            return {prefix or "non_field_errors": [str(v) for v in detail]}
+        out = {}
+        for i, value in enumerate(detail):
+            out.update(_flatten(value, f"{prefix}[{i}]"))
+        return out
+    return {prefix or "non_field_errors": [str(detail)]}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DomainError):
+        return Response({"error": exc.code, "detail": exc.message, **exc.extra}, status=exc.status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    if isinstance(exc, exceptions.ValidationError):
+        return Response(
+            {
+                "error": "validation_error",
+                "detail": "Invalid input.",
+                "fields": _flatten(exc.detail),
+            },
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    response = drf_handler(exc, context)
+    if response is not None and isinstance(exc, exceptions.APIException):
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        response.data = {"error": code, "detail": str(exc.detail)}
+    return response
+
+
+def json_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    return JsonResponse({"error": "not_found", "detail": "Unknown API endpoint."}, status=404)

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class MaasDomainConfig(AppConfig):
+    name = "maas_domain"
+    verbose_name = "MAAS domain"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,91 @@
+"""Writing audit rows. Every privileged mutation calls :func:`record` inside its transaction."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import models, transaction
+
+from maas_domain import context
+from maas_domain.models import AuditLog
+
+REDACTED = "[redacted]"
+_SECRET_KEY = re.compile(r"(password|passwd|secret|token|api_?key|credential)", re.IGNORECASE)
+Actor = AbstractBaseUser | AnonymousUser | None
+
+
+def redact(value: Any) -> Any:
+    """Replace the value of every secret-looking key, at any depth."""
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if _SECRET_KEY.search(str(k)) and v not in (None, "") else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal | UUID):
+        return str(value)
+    if isinstance(value, models.Model):
+        return value.pk
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def snapshot(instance: models.Model, *, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A JSON-safe picture of a row's concrete fields (foreign keys as ids)."""
+    data: dict[str, Any] = {}
+    for f in instance._meta.concrete_fields:
+        if f.name in exclude:
+            continue
+        data[f.attname] = _jsonable(getattr(instance, f.attname))
+    return data
+
+
+def actor_name(actor: Actor) -> str:
+    if actor is None or not getattr(actor, "is_authenticated", False):
+        return "system"
+    return str(actor.get_username())
+
+
+def record(
+    *,
+    actor: Actor,
+    action: str,
+    target: models.Model | tuple[str, Any],
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    reason: str = "",
+) -> AuditLog:
+    """Write one audit row in the caller's transaction (refuses to run outside one)."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("audit.record must run inside the mutation's transaction")
+    if isinstance(target, tuple):
+        target_type, target_id = target
+    else:
+        target_type, target_id = target._meta.label_lower, target.pk
+    user: Any = actor if actor is not None and getattr(actor, "is_authenticated", False) else None
+    return AuditLog.objects.create(
+        actor=user,
+        actor_name=actor_name(actor),
+        action=action,
+        target_type=target_type,
+        target_id=str(target_id),
+        before=redact(_jsonable(before)) if before is not None else None,
+        after=redact(_jsonable(after)) if after is not None else None,
+        reason=reason[:500],
+        correlation_id=context.current_correlation_id(),
+    )

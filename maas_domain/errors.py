@@ -1,0 +1,53 @@
+"""Domain errors. Services raise these; the API layer maps each to one HTTP status.
+
+A service never returns an HTTP status itself: the same service is called from the API, the
+admin pages and the CLI, each of which reports the error its own way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    """Base class: ``code`` is a stable machine-readable name, ``extra`` goes into the body."""
+
+    status = 400
+    code = "error"
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+
+class InvalidInput(DomainError):
+    """Bad input. ``fields`` maps a field name to a list of reasons; ``rows`` lists row errors."""
+
+    status = 400
+    code = "validation_error"
+
+
+class NotFound(DomainError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    """The request is valid but clashes with the current state (409)."""
+
+    status = 409
+    code = "conflict"
+
+
+class PreconditionFailed(Conflict):
+    """The client's ``If-Match`` revision is stale: someone else changed the row first."""
+
+    code = "revision_mismatch"
+
+
+class ServiceUnavailable(DomainError):
+    """A dependency we need right now (the secrets backend, MAAS) is down; try again later."""
+
+    status = 503
+    code = "unavailable"

@@ -1,0 +1,158 @@
+"""Run the whole product on one machine: API + admin (gunicorn), a Celery worker and beat.
+
+Embedded defaults: SQLite and the filesystem broker under the data folder, so nothing needs
+installing. Ctrl-C (or SIGTERM) stops every process; if one process dies, all are stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+from django.utils import timezone
+
+from maas_domain.auth import api_token_create
+from maas_domain.models import ApiToken
+
+EMBEDDED_TOKEN_NAME = "embedded"  # noqa: S105 (a label)
+
+
+class Command(BaseCommand):
+    help = "Run API, admin, worker and beat together (embedded default). Ctrl-C stops all."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+        parser.add_argument("--admin-user", default="admin")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        self.stdout.write(f"data folder: {settings.DATA_DIR}")
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        password, token = self._admin_login(opts["admin_user"])
+        base = f"http://{opts['host']}:{opts['port']}"
+        procs = self._start(opts)
+        stopping = False
+
+        def stop(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            self._wait_http(f"{base}/admin/login/", procs, lambda: stopping)
+            if not stopping:
+                self._banner(base, opts["admin_user"], password, token)
+            while not stopping:
+                for name, proc in procs.items():
+                    if proc.poll() is not None:
+                        raise CommandError(f"{name} exited with code {proc.returncode}")
+                time.sleep(0.5)
+        finally:
+            self._stop_all(procs)
+
+    def _admin_login(self, username: str) -> tuple[str, str]:
+        """Ensure a staff superuser with a password kept in the data folder; mint a token."""
+        pw_file = Path(settings.DATA_DIR) / "admin-password"
+        if not pw_file.exists():
+            pw_file.write_text(secrets.token_urlsafe(12))
+            pw_file.chmod(0o600)
+        password = pw_file.read_text().strip()
+        user_model = get_user_model()
+        with transaction.atomic():
+            user, _ = user_model.objects.get_or_create(username=username)
+            user.is_staff = user.is_superuser = user.is_active = True
+            user.set_password(password)
+            user.save()
+            ApiToken.objects.filter(
+                user=user, name=EMBEDDED_TOKEN_NAME, revoked_at__isnull=True
+            ).update(revoked_at=timezone.now())
+            _, raw = api_token_create(user=user, name=EMBEDDED_TOKEN_NAME)
+        return password, raw
+
+    def _start(self, opts: dict[str, Any]) -> dict[str, subprocess.Popen[bytes]]:
+        py = sys.executable
+        commands = {
+            "api": [
+                py, "-m", "gunicorn", "config.wsgi",
+                "--bind", f"{opts['host']}:{opts['port']}",
+                "--workers", "2", "--threads", "4", "--timeout", "60",
+            ],
+            "worker": [
+                py, "-m", "celery", "-A", "config", "worker",
+                "--loglevel", "INFO", "--concurrency", str(opts["concurrency"]),
+                "--hostname", "embedded@%h",
+            ],
+            "beat": [
+                py, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
+                "--schedule", str(Path(settings.DATA_DIR) / "celerybeat-schedule"),
+            ],
+        }  # fmt: skip
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        procs = {}
+        for name, cmd in commands.items():
+            # Own session: a terminal Ctrl-C reaches only us, and we stop the children in order.
+            procs[name] = subprocess.Popen(cmd, env=env, start_new_session=True)
+            self.stdout.write(f"started {name} (pid {procs[name].pid})")
+        return procs
+
+    def _wait_http(self, url: str, procs: dict[str, Any], stopping: Any) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not stopping():
+            for name, proc in procs.items():
+                if proc.poll() is not None:
+                    raise CommandError(f"{name} exited with code {proc.returncode} at start-up")
+            try:
+                with urllib.request.urlopen(url, timeout=2):  # noqa: S310 (our own loopback)
+                    return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.3)
+        if not stopping():
+            raise CommandError(f"the API did not answer at {url} within 60s")
+
+    def _banner(self, base: str, user: str, password: str, token: str) -> None:
+        self.stdout.write(
+            "\n".join(
+                [
+                    "",
+                    "MAAS control plane is running (embedded mode)",
+                    f"  Admin pages : {base}/admin/  (login: {user} / {password})",
+                    f"  Admin API   : {base}/api/v1/admin/",
+                    f"  API token   : {token}",
+                    "  Example     :",
+                    f"    curl -s -H 'Authorization: Bearer {token}' "
+                    f"{base}/api/v1/admin/maas-sites",
+                    "Press Ctrl-C to stop everything.",
+                    "",
+                ]
+            )
+        )
+        self.stdout.flush()
+
+    def _stop_all(self, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for name, proc in procs.items():
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.stdout.write(f"stopped {name}")

@@ -1,0 +1,30 @@
+"""Records owned by the MAAS domain (seed 000 §7) and the records it coordinates."""
+
+from maas_domain.models.audit import AuditLog
+from maas_domain.models.inventory import Node, NodeState, Sku
+from maas_domain.models.security import ApiToken, SecretVersion
+from maas_domain.models.sites import (
+    CredentialKind,
+    MaasSite,
+    PowerCredentialOverride,
+    RoceAssignment,
+    SiteCredential,
+    SiteProfile,
+    SiteStatus,
+)
+
+__all__ = [
+    "ApiToken",
+    "AuditLog",
+    "CredentialKind",
+    "MaasSite",
+    "Node",
+    "NodeState",
+    "PowerCredentialOverride",
+    "RoceAssignment",
+    "SecretVersion",
+    "SiteCredential",
+    "SiteProfile",
+    "SiteStatus",
+    "Sku",
+]

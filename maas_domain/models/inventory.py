@@ -1,0 +1,108 @@
+"""SKUs and nodes: the inventory rows the MAAS domain coordinates (Inventory.Catalog stand-in)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django_fsm import FSMField, transition
+
+from maas_domain.models.sites import MaasSite
+
+
+class Sku(models.Model):
+    """A hardware class a node is bound to (e.g. 8x H100 SXM)."""
+
+    code = models.SlugField(max_length=63, unique=True)
+    name = models.CharField(max_length=200)
+    gpu_model = models.CharField(max_length=100, blank=True, default="")
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        db_table = "skus"
+        ordering = ["code"]
+        verbose_name = "SKU"
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class NodeState:
+    REGISTERED = "registered"
+    PROVISIONING = "provisioning"
+    ACTIVE = "active"
+    DRAINING = "draining"
+    QUARANTINED = "quarantined"
+    RETIRED = "retired"
+    CHOICES = [(s, s) for s in (REGISTERED, PROVISIONING, ACTIVE, DRAINING, QUARANTINED, RETIRED)]
+
+
+class Node(models.Model):
+    """A GPU machine in our inventory. The FSM only guards which lifecycle moves are legal;
+    services perform them (and their side effects) inside a transaction.
+
+    Invariant: at most one non-retired node per (site, hostname); a retired node keeps its
+    history and a later onboarding of the same host creates a new row.
+    """
+
+    site = models.ForeignKey(MaasSite, on_delete=models.PROTECT, related_name="nodes")
+    sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="nodes")
+    hostname = models.CharField(max_length=63)
+    ipmi_ip = models.GenericIPAddressField(protocol="IPv4", null=True, blank=True)
+    maas_system_id = models.CharField(max_length=32, blank=True, default="")
+    state = FSMField(default=NodeState.REGISTERED, choices=NodeState.CHOICES)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "nodes"
+        ordering = ["hostname"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["site", "hostname"],
+                condition=~Q(state=NodeState.RETIRED),
+                name="uniq_live_node_hostname_per_site",
+            )
+        ]
+        indexes = [models.Index(fields=["state"])]
+
+    def __str__(self) -> str:
+        return self.hostname
+
+    @transition(
+        field=state,
+        source=[NodeState.REGISTERED, NodeState.PROVISIONING, NodeState.DRAINING],
+        target=NodeState.PROVISIONING,
+    )
+    def start_provisioning(self) -> None:
+        """Onboarding or reimage takes the node."""
+
+    @transition(field=state, source=NodeState.PROVISIONING, target=NodeState.ACTIVE)
+    def activate(self) -> None:
+        """All completion gates held."""
+
+    @transition(
+        field=state, source=[NodeState.ACTIVE, NodeState.QUARANTINED], target=NodeState.DRAINING
+    )
+    def drain(self) -> None:
+        """The node leaves the pool before MAAS is touched."""
+
+    @transition(
+        field=state,
+        source=[NodeState.PROVISIONING, NodeState.ACTIVE, NodeState.DRAINING],
+        target=NodeState.QUARANTINED,
+    )
+    def quarantine(self) -> None:
+        """Not returned to any pool (e.g. disks not erased)."""
+
+    @transition(field=state, source=NodeState.DRAINING, target=NodeState.ACTIVE)
+    def return_to_pool(self) -> None:
+        """Storage cleanup succeeded."""
+
+    @transition(
+        field=state,
+        source=[NodeState.REGISTERED, NodeState.DRAINING, NodeState.QUARANTINED],
+        target=NodeState.RETIRED,
+    )
+    def retire(self) -> None:
+        """Full decommission: the row stays for history."""

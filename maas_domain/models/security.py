@@ -1,0 +1,52 @@
+"""API tokens (stored hashed) and the database secrets backend's encrypted rows."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """A bearer token for API clients. Only a SHA-256 of the token is stored; the token itself
+    is shown once, by the command that creates it."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="First characters, to recognise a token.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "api_tokens"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class SecretVersion(models.Model):
+    """One version of one secret for the database backend (Fernet-encrypted JSON).
+
+    Mirrors Vault KV v2: versions only grow, a write can be check-and-set, old versions stay
+    readable until destroyed.
+    """
+
+    path = models.CharField(max_length=255)
+    version = models.PositiveIntegerField()
+    ciphertext = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    destroyed = models.BooleanField(default=False)
+
+    class Meta:
+        db_table = "secret_versions"
+        constraints = [
+            models.UniqueConstraint(fields=["path", "version"], name="uniq_secret_path_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path}@{self.version}"

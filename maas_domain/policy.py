@@ -1,0 +1,267 @@
+"""Site policy: one catalogue of fields, one resolver.
+
+The site carries the policy as its implicit default profile; a profile may override any field.
+Resolution order, per field: the profile's override, else the site's value, else the default
+below. ``stage_timeouts`` merges per stage, so a profile can lengthen one stage's timeout without
+restating the others.
+
+Storage: ``MaasSite.policy`` and ``SiteProfile.policy_overrides`` hold only the keys that were
+set explicitly (JSON merge-patch on update: a ``null`` removes a key). Every write goes through
+:func:`validate_policy`, so stored policy is always valid against this catalogue.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from maas_domain.errors import InvalidInput
+
+ERASE_MODES = ("none", "quick", "secure")
+STAGES = (
+    "preflight",
+    "discover",
+    "commission",
+    "storage_pxe",
+    "payload",
+    "deploy",
+    "hardware_sync",
+    "enrollment",
+    "complete",
+    "drain",
+    "release",
+    "retire",
+)
+DEFAULT_STAGE_TIMEOUTS = {
+    "preflight": 300,
+    "discover": 1800,
+    "commission": 3600,
+    "storage_pxe": 600,
+    "payload": 300,
+    "deploy": 3600,
+    "hardware_sync": 1800,
+    "enrollment": 1800,
+    "complete": 300,
+    "drain": 600,
+    "release": 3600,
+    "retire": 600,
+}
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_SCRIPT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_BUNDLE_REF = re.compile(r"^(https?|oci)://\S+$")
+
+
+def _doc(text: str, **rules: Any) -> dict[str, Any]:
+    return {"doc": text, **rules}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The effective policy for one (site, profile). Field docs are shown in the API docs."""
+
+    auto_claim_new: bool = field(
+        default=False, metadata=_doc("Discovery may claim the only machine in state New.")
+    )
+    match_pxe_mac: bool = field(
+        default=True, metadata=_doc("Discovery tries a known PXE MAC after hostname and IPMI IP.")
+    )
+    discovery_power_cycle: bool = field(
+        default=True,
+        metadata=_doc("Power-cycle an unknown machine and wait for it to enlist before creating."),
+    )
+    strict_pxe_preflight: bool = field(
+        default=True, metadata=_doc("Fail before deploy when the PXE link cannot reach metadata.")
+    )
+    deploy_retry_limit: int = field(
+        default=1,
+        metadata=_doc("Redeploys after a datasource/cloud-init-like failure.", min=0, max=5),
+    )
+    hardware_sync_required: bool = field(
+        default=False, metadata=_doc("Deploy with hardware sync and wait for its first seed.")
+    )
+    roce_phase2_enabled: bool = field(
+        default=False, metadata=_doc("Onboarding requires and applies RoCE assignments.")
+    )
+    bootstrap_bundle_ref: str = field(
+        default="",
+        metadata=_doc("Site bootstrap bundle (https:// or oci:// reference).", pattern="bundle"),
+    )
+    bootstrap_bundle_version: str = field(
+        default="", metadata=_doc("Version of the site bootstrap bundle.", max_length=64)
+    )
+    bootstrap_bundle_digest: str = field(
+        default="", metadata=_doc("sha256:<hex> digest of the bundle.", pattern="digest")
+    )
+    commission_enable_ssh: bool = field(
+        default=True, metadata=_doc("Commission with enable_ssh=1 (prototype behaviour).")
+    )
+    commission_skip_bmc_config: bool = field(
+        default=True, metadata=_doc("Commission with skip_bmc_config=1 (prototype behaviour).")
+    )
+    commission_skip_networking: bool = field(
+        default=False, metadata=_doc("Commission with skip_networking=1.")
+    )
+    commission_skip_storage: bool = field(
+        default=False, metadata=_doc("Commission with skip_storage=1.")
+    )
+    commission_scripts: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc("Names of commissioning scripts already registered in MAAS.", max_items=32),
+    )
+    erase_mode: str = field(
+        default="quick", metadata=_doc("Disk erase on release.", choices=ERASE_MODES)
+    )
+    release_fallback_allowed: bool = field(
+        default=True,
+        metadata=_doc("After a failed erase: abort, mark-fixed, release without erase."),
+    )
+    delete_machine_on_full_decommission: bool = field(
+        default=True, metadata=_doc("Full decommission deletes the machine from MAAS.")
+    )
+    stage_timeouts: dict[str, int] = field(
+        default_factory=lambda: dict(DEFAULT_STAGE_TIMEOUTS),
+        metadata=_doc("Per-stage timeout in seconds.", min=10, max=86400),
+    )
+    max_concurrent_workflows: int = field(
+        default=10, metadata=_doc("Workflows running at once on the site.", min=1, max=1000)
+    )
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["commission_scripts"] = list(self.commission_scripts)
+        data["stage_timeouts"] = dict(self.stage_timeouts)
+        return data
+
+
+POLICY_FIELDS = {f.name: f for f in fields(Policy)}
+
+
+def _default(name: str) -> Any:
+    f = POLICY_FIELDS[name]
+    if f.default is not MISSING:
+        return f.default
+    return f.default_factory()  # type: ignore[operator]
+
+
+def _check_value(name: str, value: Any) -> tuple[Any, str | None]:
+    """Return (clean value, None) or (None, reason)."""
+    f = POLICY_FIELDS[name]
+    rules = f.metadata
+    kind = f.type
+    if kind == "bool":
+        return (value, None) if isinstance(value, bool) else (None, "Must be true or false.")
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None, "Must be an integer."
+        if value < rules["min"] or value > rules["max"]:
+            return None, f"Must be between {rules['min']} and {rules['max']}."
+        return value, None
+    if kind == "str":
+        if not isinstance(value, str):
+            return None, "Must be a string."
+        if "choices" in rules and value not in rules["choices"]:
+            return None, f"Must be one of: {', '.join(rules['choices'])}."
+        if len(value) > rules.get("max_length", 512):
+            return None, f"At most {rules.get('max_length', 512)} characters."
+        pattern = rules.get("pattern")
+        if value and pattern == "digest" and not _DIGEST.match(value):
+            return None, "Must look like sha256:<64 lowercase hex digits>."
+        if value and pattern == "bundle" and not _BUNDLE_REF.match(value):
+            return None, "Must be an https://, http:// or oci:// reference."
+        return value, None
+    if kind == "tuple[str, ...]":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return None, "Must be a list of strings."
+        if len(value) > rules["max_items"]:
+            return None, f"At most {rules['max_items']} entries."
+        bad = [v for v in value if not _SCRIPT_NAME.match(v)]
+        if bad:
+            return None, f"Not a script name: {bad[0]!r} (names only, never script content)."
+        return list(value), None
+    if kind == "dict[str, int]":
+        if not isinstance(value, dict):
+            return None, "Must be an object of stage name to seconds."
+        unknown = sorted(set(value) - set(STAGES))
+        if unknown:
+            return None, f"Unknown stage {unknown[0]!r}; stages are: {', '.join(STAGES)}."
+        for stage, seconds in value.items():
+            if isinstance(seconds, bool) or not isinstance(seconds, int):
+                return None, f"Timeout for {stage!r} must be an integer number of seconds."
+            if not rules["min"] <= seconds <= rules["max"]:
+                return None, f"Timeout for {stage!r} must be {rules['min']}..{rules['max']}s."
+        return dict(value), None
+    raise AssertionError(f"policy field {name} has unsupported type {kind}")
+
+
+def validate_policy(patch: Any, *, field_name: str = "policy") -> dict[str, Any]:
+    """Validate a merge-patch of policy keys (``None`` means "unset"). Raise InvalidInput."""
+    if not isinstance(patch, dict):
+        raise InvalidInput("Invalid policy.", fields={field_name: ["Must be an object."]})
+    errors: dict[str, list[str]] = {}
+    clean: dict[str, Any] = {}
+    for key, value in patch.items():
+        if key not in POLICY_FIELDS:
+            errors[f"{field_name}.{key}"] = ["Unknown policy field."]
+            continue
+        if value is None:
+            clean[key] = None
+            continue
+        checked, reason = _check_value(key, value)
+        if reason:
+            errors[f"{field_name}.{key}"] = [reason]
+        else:
+            clean[key] = checked
+    if errors:
+        raise InvalidInput("Invalid policy.", fields=errors)
+    return clean
+
+
+def merge_policy(stored: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """Apply a validated merge-patch to stored explicit keys."""
+    merged = dict(stored)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    bundle = {k: merged.get(k) for k in ("bootstrap_bundle_ref", "bootstrap_bundle_version")}
+    if bundle["bootstrap_bundle_ref"] and not (
+        bundle["bootstrap_bundle_version"] and merged.get("bootstrap_bundle_digest")
+    ):
+        raise InvalidInput(
+            "Invalid policy.",
+            fields={
+                "policy.bootstrap_bundle_ref": [
+                    "A bundle reference needs bootstrap_bundle_version and bootstrap_bundle_digest."
+                ]
+            },
+        )
+    return merged
+
+
+def resolve_policy(site_policy: dict[str, Any], overrides: dict[str, Any] | None = None) -> Policy:
+    """The effective policy: profile override, else site value, else default."""
+    values: dict[str, Any] = {}
+    for name in POLICY_FIELDS:
+        value = _default(name)
+        for layer in (site_policy, overrides or {}):
+            if layer.get(name) is None:
+                continue
+            merge = name == "stage_timeouts"
+            value = {**value, **layer[name]} if merge else layer[name]
+        values[name] = tuple(value) if name == "commission_scripts" else value
+    return Policy(**values)
+
+
+def policy_sources(site_policy: dict[str, Any], overrides: dict[str, Any] | None = None) -> dict:
+    """Where each effective value comes from: default, site or profile."""
+    sources = {}
+    for name in POLICY_FIELDS:
+        if (overrides or {}).get(name) is not None:
+            sources[name] = "profile"
+        elif site_policy.get(name) is not None:
+            sources[name] = "site"
+        else:
+            sources[name] = "default"
+    return sources

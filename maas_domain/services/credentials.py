@@ -1,0 +1,212 @@
+"""Site credentials: write/rotate through the secrets backend; the database keeps references.
+
+What is written: the MAAS API key (``consumer:token:secret``), the site default IPMI
+credentials, and per-hostname IPMI overrides. What is returned and audited: metadata only
+(which fields are set, versions, who rotated and when).
+
+Rotation of the MAAS API key is two-phase: the new version is recorded as ``pending_version``
+and the previous version stays the one workflows use (and stays readable in the backend) until a
+site probe authenticates with the new key and confirms it. IPMI credentials cannot be proven by a
+probe (only MAAS talks to BMCs), so they take effect at once; old versions remain in the backend.
+
+Secrets are written before the database transaction: if that transaction then fails, the new
+backend version is simply unreferenced, and nothing the product uses has changed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from maas_domain import audit
+from maas_domain.errors import InvalidInput, ServiceUnavailable
+from maas_domain.models import CredentialKind, MaasSite, PowerCredentialOverride, SiteCredential
+from maas_domain.models.sites import SecretRef
+from maas_domain.secrets import SecretNotFound, SecretsError, get_backend
+from maas_domain.validators import hostname_error
+
+_KEY_PART = re.compile(r"^[A-Za-z0-9]+$")
+MAX_OVERRIDES = 1000
+
+
+def api_key_error(value: object) -> str | None:
+    if not isinstance(value, str):
+        return "Must be a string."
+    parts = value.split(":")
+    if len(parts) != 3 or not all(_KEY_PART.match(p) for p in parts):
+        return "Must be a MAAS API key: consumer_key:token_key:token_secret (three parts)."
+    return None
+
+
+def _ipmi_errors(value: object, prefix: str, extra: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    if not isinstance(value, dict):
+        return {prefix: ["Must be an object with username and password."]}
+    errors: dict[str, list[str]] = {}
+    for key in sorted(set(value) - {"username", "password", *extra}):
+        errors[f"{prefix}.{key}"] = ["Unknown field."]
+    for key, limit in (("username", 64), ("password", 128)):
+        item = value.get(key)
+        if not isinstance(item, str) or not item:
+            errors[f"{prefix}.{key}"] = ["This field is required (non-empty string)."]
+        elif len(item) > limit or any(ord(c) < 32 for c in item):
+            errors[f"{prefix}.{key}"] = [f"At most {limit} printable characters."]
+    return errors
+
+
+def _validate(payload: Any) -> None:
+    if not isinstance(payload, dict):
+        raise InvalidInput("Invalid input.", fields={"non_field_errors": ["Must be an object."]})
+    errors: dict[str, list[str]] = {}
+    for key in sorted(set(payload) - {"maas_api_key", "ipmi", "power_overrides"}):
+        errors[key] = ["Unknown field."]
+    if not any(k in payload for k in ("maas_api_key", "ipmi", "power_overrides")):
+        errors["non_field_errors"] = ["Give at least one of maas_api_key, ipmi, power_overrides."]
+    if "maas_api_key" in payload and (reason := api_key_error(payload["maas_api_key"])):
+        errors["maas_api_key"] = [reason]
+    if "ipmi" in payload:
+        errors.update(_ipmi_errors(payload["ipmi"], "ipmi"))
+    if "power_overrides" in payload:
+        rows = payload["power_overrides"]
+        if not isinstance(rows, list) or not rows or len(rows) > MAX_OVERRIDES:
+            errors["power_overrides"] = [f"Must be a list of 1 to {MAX_OVERRIDES} objects."]
+        else:
+            seen: set[str] = set()
+            for i, row in enumerate(rows):
+                prefix = f"power_overrides[{i}]"
+                errors.update(_ipmi_errors(row, prefix, extra=("hostname",)))
+                host = row.get("hostname") if isinstance(row, dict) else None
+                if reason := hostname_error(host):
+                    errors[f"{prefix}.hostname"] = [reason]
+                elif host in seen:
+                    errors[f"{prefix}.hostname"] = [f"{host} appears twice."]
+                else:
+                    seen.add(str(host))
+    if errors:
+        raise InvalidInput("Invalid credentials payload; nothing was stored.", fields=errors)
+
+
+def _path(site: MaasSite, leaf: str) -> str:
+    return f"sites/{site.pk}/{leaf}"
+
+
+def _write(path: str, data: dict[str, str]) -> int:
+    try:
+        return get_backend().write(path, data)
+    except SecretsError as exc:
+        raise ServiceUnavailable(f"The secrets backend refused or failed the write: {exc}") from exc
+
+
+def _apply_version(ref: SecretRef, version: int, *, two_phase: bool, actor: audit.Actor) -> None:
+    now = timezone.now()
+    if two_phase and ref.version is not None:
+        # Versions only grow: a slower concurrent rotation never moves pending backwards.
+        ref.pending_version = max(ref.pending_version or 0, version)
+    else:
+        ref.version = max(ref.version or 0, version)
+        ref.confirmed_at = None if two_phase else now
+    ref.rotated_at = now
+    ref.rotated_by = audit.actor_name(actor)
+
+
+def site_credentials_write(*, actor: audit.Actor, site: MaasSite, payload: Any) -> dict[str, Any]:
+    """Write/rotate any of: MAAS API key, default IPMI credentials, per-host overrides."""
+    _validate(payload)
+    written: list[tuple[str, str | None, int, list[str]]] = []
+    if "maas_api_key" in payload:
+        version = _write(_path(site, "maas-api-key"), {"api_key": payload["maas_api_key"]})
+        written.append((CredentialKind.MAAS_API_KEY, None, version, ["api_key"]))
+    if "ipmi" in payload:
+        creds = {k: payload["ipmi"][k] for k in ("username", "password")}
+        version = _write(_path(site, "ipmi-default"), creds)
+        written.append((CredentialKind.IPMI_DEFAULT, None, version, ["username", "password"]))
+    for row in payload.get("power_overrides", []):
+        creds = {k: row[k] for k in ("username", "password")}
+        version = _write(_path(site, f"power/{row['hostname']}"), creds)
+        written.append(("power_override", row["hostname"], version, ["username", "password"]))
+
+    with transaction.atomic():
+        MaasSite.objects.select_for_update().filter(pk=site.pk).first()
+        before = site_credentials_metadata(site=site)
+        for kind, hostname, version, fields_set in written:
+            ref: SecretRef
+            if hostname is None:
+                ref, _ = SiteCredential.objects.get_or_create(
+                    site=site, kind=kind, defaults={"path": _path(site, _leaf(kind))}
+                )
+            else:
+                ref, _ = PowerCredentialOverride.objects.get_or_create(
+                    site=site,
+                    hostname=hostname,
+                    defaults={"path": _path(site, f"power/{hostname}")},
+                )
+            _apply_version(ref, version, two_phase=kind == CredentialKind.MAAS_API_KEY, actor=actor)
+            ref.fields_set = fields_set
+            ref.save()
+        after = site_credentials_metadata(site=site)
+        audit.record(
+            actor=actor,
+            action="maas_site.credentials.write",
+            target=site,
+            before=before,
+            after=after,
+        )
+    return after
+
+
+def _leaf(kind: str) -> str:
+    return {
+        CredentialKind.MAAS_API_KEY: "maas-api-key",
+        CredentialKind.IPMI_DEFAULT: "ipmi-default",
+    }[CredentialKind(kind)]
+
+
+def site_credentials_metadata(*, site: MaasSite) -> dict[str, Any]:
+    """What the API may show: per credential, fields set and version info; never values."""
+    creds = {c.kind: c.metadata() for c in SiteCredential.objects.filter(site=site)}
+    overrides = [
+        {"hostname": o.hostname, **o.metadata()}
+        for o in PowerCredentialOverride.objects.filter(site=site).order_by("hostname")
+    ]
+    return {
+        "maas_api_key": creds.get(CredentialKind.MAAS_API_KEY),
+        "ipmi": creds.get(CredentialKind.IPMI_DEFAULT),
+        "power_overrides": overrides,
+    }
+
+
+# --- reads used by the MAAS client and the workflows (never leave the process) -----------------
+
+
+@dataclass(frozen=True)
+class IpmiCredentials:
+    username: str
+    password: str
+
+    def __repr__(self) -> str:  # keep the password out of tracebacks and logs
+        return f"IpmiCredentials(username={self.username!r}, password='[redacted]')"
+
+
+def maas_api_key(*, site: MaasSite, pending: bool = False) -> str:
+    """The confirmed key (or the pending one, for the probe that confirms it)."""
+    ref = SiteCredential.objects.filter(site=site, kind=CredentialKind.MAAS_API_KEY).first()
+    if ref is None or ref.version is None:
+        raise SecretNotFound(f"site {site.name!r} has no MAAS API key")
+    version = ref.pending_version if pending and ref.pending_version else ref.version
+    return get_backend().read(ref.path, version)["api_key"]
+
+
+def ipmi_credentials(*, site: MaasSite, hostname: str) -> IpmiCredentials:
+    """Per-host override first, else the site default."""
+    ref: SecretRef | None = PowerCredentialOverride.objects.filter(
+        site=site, hostname=hostname
+    ).first()
+    if ref is None:
+        ref = SiteCredential.objects.filter(site=site, kind=CredentialKind.IPMI_DEFAULT).first()
+    if ref is None or ref.version is None:
+        raise SecretNotFound(f"site {site.name!r} has no IPMI credentials for {hostname!r}")
+    data = get_backend().read(ref.path, ref.version)
+    return IpmiCredentials(username=data["username"], password=data["password"])

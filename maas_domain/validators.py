@@ -1,0 +1,64 @@
+"""Input rules for identifiers that reach MAAS or the node: one definition each."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+INTERFACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
+
+
+def hostname_error(value: object) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "Must be a non-empty string."
+    if not HOSTNAME.match(value):
+        return (
+            "Not a valid hostname: 1-63 lowercase letters, digits or hyphens, "
+            "not starting or ending with a hyphen."
+        )
+    return None
+
+
+def interface_error(value: object) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "Must be a non-empty string."
+    if not INTERFACE.match(value):
+        return "Not a valid interface name: 1-15 characters of letters, digits, '_', '.', '-'."
+    return None
+
+
+def ipv4_cidr_error(value: object) -> str | None:
+    """An IPv4 host address with its prefix, e.g. 172.30.9.61/31."""
+    if not isinstance(value, str) or "/" not in value:
+        return "Must be an IPv4 address with a prefix length, e.g. 172.30.9.61/31."
+    try:
+        iface = ipaddress.IPv4Interface(value)
+    except ValueError:
+        return "Not a valid IPv4 address/prefix."
+    net = iface.network
+    if net.prefixlen < 31 and iface.ip in (net.network_address, net.broadcast_address):
+        return f"{iface.ip} is the network or broadcast address of {net}."
+    if iface.ip.is_unspecified or iface.ip.is_loopback or iface.ip.is_multicast:
+        return f"{iface.ip} cannot be assigned to an interface."
+    return None
+
+
+def ipv4_error(value: object) -> str | None:
+    if not isinstance(value, str):
+        return "Must be an IPv4 address."
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return "Not a valid IPv4 address."
+    return None
+
+
+def ipv4_subnet_error(value: object) -> str | None:
+    if not isinstance(value, str):
+        return "Must be an IPv4 network in CIDR form."
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        return f"Not a valid IPv4 network: {exc}."
+    return None
