@@ -211,6 +211,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = not PRODUCTION
+if not PRODUCTION:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 SESSION_COOKIE_SECURE = PRODUCTION and env.flag("SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

@@ -19,13 +19,19 @@ _SECRET_KEY = re.compile(r"(password|passwd|secret|token|api_?key|credential)", 
 Actor = AbstractBaseUser | AnonymousUser | None
 
 
+def _is_secret(key: Any, value: Any) -> bool:
+    scalar = isinstance(value, str | int | float | bytes) and not isinstance(value, bool)
+    return scalar and value != "" and bool(_SECRET_KEY.search(str(key)))
+
+
 def redact(value: Any) -> Any:
-    """Replace the value of every secret-looking key, at any depth."""
+    """Replace the scalar value of every secret-looking key, at any depth.
+
+    Objects under such keys are walked, not blanked: credential *metadata* (versions, who
+    rotated) is keyed by names like ``maas_api_key`` and is meant to be audited.
+    """
     if isinstance(value, dict):
-        return {
-            k: (REDACTED if _SECRET_KEY.search(str(k)) and v not in (None, "") else redact(v))
-            for k, v in value.items()
-        }
+        return {k: REDACTED if _is_secret(k, v) else redact(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     return value

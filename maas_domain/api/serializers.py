@@ -47,6 +47,8 @@ class PolicyField(serializers.JSONField):
 
 
 class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
+    # Declared so that uniqueness is the service's 409, not a serializer 400.
+    name = serializers.SlugField(max_length=63)
     maas_url = serializers.URLField(max_length=500, help_text="e.g. http://maas:5240/MAAS/")
     pxe_subnet = serializers.CharField(
         required=False, allow_blank=True, validators=[_validator(ipv4_subnet_error)]

@@ -1,0 +1,57 @@
+"""Shared fixtures: API clients for each kind of caller, and a clean secrets backend cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from maas_domain.auth import api_token_create
+from maas_domain.secrets import get_backend
+
+# Password hashing at production strength costs ~1s per user; tests do not need it.
+settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _client_for(user: Any | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        _, raw = api_token_create(user=user, name="test")
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+@pytest.fixture
+def admin_user(db: None) -> Any:
+    return get_user_model().objects.create_user(
+        "ops-admin", password="not-used-here", is_staff=True, is_superuser=True
+    )
+
+
+@pytest.fixture
+def api(admin_user: Any) -> APIClient:
+    """A staff API client authenticated with a bearer token."""
+    return _client_for(admin_user)
+
+
+@pytest.fixture
+def user_api(db: None) -> APIClient:
+    """An authenticated client whose user is not staff."""
+    user = get_user_model().objects.create_user("plain-user", password="not-used-here")
+    return _client_for(user)
+
+
+@pytest.fixture
+def anon_api() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_secrets_backend() -> Iterator[None]:
+    get_backend.cache_clear()
+    yield
+    get_backend.cache_clear()

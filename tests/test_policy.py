@@ -1,0 +1,129 @@
+"""The effective policy of (site, profile): one resolved object, tested field by field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from maas_domain.errors import InvalidInput
+from maas_domain.policy import (
+    DEFAULT_STAGE_TIMEOUTS,
+    POLICY_FIELDS,
+    Policy,
+    merge_policy,
+    policy_sources,
+    resolve_policy,
+    validate_policy,
+)
+
+# For each field: a valid non-default site value and a different valid profile value.
+SAMPLES: dict[str, tuple[Any, Any]] = {
+    "auto_claim_new": (True, False),
+    "match_pxe_mac": (False, True),
+    "discovery_power_cycle": (False, True),
+    "strict_pxe_preflight": (False, True),
+    "deploy_retry_limit": (3, 0),
+    "hardware_sync_required": (True, False),
+    "roce_phase2_enabled": (True, False),
+    "bootstrap_bundle_ref": ("https://bundles.test/site.tar.gz", "oci://reg.test/b:2"),
+    "bootstrap_bundle_version": ("1.4.0", "2.0.1"),
+    "bootstrap_bundle_digest": ("sha256:" + "a" * 64, "sha256:" + "b" * 64),
+    "commission_enable_ssh": (False, True),
+    "commission_skip_bmc_config": (False, True),
+    "commission_skip_networking": (True, False),
+    "commission_skip_storage": (True, False),
+    "commission_scripts": (["fw-check"], ["raid-config", "fw-check"]),
+    "erase_mode": ("secure", "none"),
+    "release_fallback_allowed": (False, True),
+    "delete_machine_on_full_decommission": (False, True),
+    "stage_timeouts": ({"deploy": 7200}, {"commission": 900}),
+    "max_concurrent_workflows": (50, 2),
+}
+# One invalid value per field, with a fragment of the reason the client sees.
+INVALID: dict[str, tuple[Any, str]] = {
+    "auto_claim_new": ("yes", "true or false"),
+    "match_pxe_mac": (1, "true or false"),
+    "discovery_power_cycle": (None, ""),  # None means unset: valid, handled separately
+    "strict_pxe_preflight": ("true", "true or false"),
+    "deploy_retry_limit": (9, "between 0 and 5"),
+    "hardware_sync_required": ([], "true or false"),
+    "roce_phase2_enabled": ("on", "true or false"),
+    "bootstrap_bundle_ref": ("/srv/bundle.sh", "oci://"),
+    "bootstrap_bundle_version": ("v" * 65, "At most 64"),
+    "bootstrap_bundle_digest": ("md5:abc", "sha256"),
+    "commission_enable_ssh": (0, "true or false"),
+    "commission_skip_bmc_config": ("1", "true or false"),
+    "commission_skip_networking": (2, "true or false"),
+    "commission_skip_storage": ("no", "true or false"),
+    "commission_scripts": (["#!/bin/sh\nrm -rf /"], "never script content"),
+    "erase_mode": ("shred", "none, quick, secure"),
+    "release_fallback_allowed": ("false", "true or false"),
+    "delete_machine_on_full_decommission": (None, ""),
+    "stage_timeouts": ({"bogus": 10}, "Unknown stage"),
+    "max_concurrent_workflows": (0, "between 1 and 1000"),
+}
+
+
+def test_samples_cover_every_policy_field() -> None:
+    assert set(SAMPLES) == set(POLICY_FIELDS) == set(INVALID)
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_FIELDS))
+def test_field_defaults_then_site_then_profile(name: str) -> None:
+    site_value, profile_value = SAMPLES[name]
+    default = resolve_policy({})
+    site_policy = validate_policy({name: site_value})
+    if name == "bootstrap_bundle_ref":
+        site_policy |= validate_policy(
+            {"bootstrap_bundle_version": "1", "bootstrap_bundle_digest": "sha256:" + "c" * 64}
+        )
+    site_policy = merge_policy({}, site_policy)
+    overrides = validate_policy({name: profile_value}, field_name="policy_overrides")
+
+    on_site = getattr(resolve_policy(site_policy), name)
+    on_profile = getattr(resolve_policy(site_policy, overrides), name)
+
+    if name == "stage_timeouts":
+        # merged per stage: the site lengthens deploy, the profile shortens commission
+        assert default.stage_timeouts == DEFAULT_STAGE_TIMEOUTS
+        assert on_site == {**DEFAULT_STAGE_TIMEOUTS, "deploy": 7200}
+        assert on_profile == {**DEFAULT_STAGE_TIMEOUTS, "deploy": 7200, "commission": 900}
+    else:
+        expect = tuple if name == "commission_scripts" else (lambda v: v)
+        assert getattr(default, name) != expect(site_value)
+        assert on_site == expect(site_value)
+        assert on_profile == expect(profile_value)
+    assert policy_sources(site_policy)[name] == "site"
+    assert policy_sources(site_policy, overrides)[name] == "profile"
+    assert policy_sources({})[name] == "default"
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_FIELDS))
+def test_field_rejects_bad_value(name: str) -> None:
+    value, reason = INVALID[name]
+    if value is None:
+        assert validate_policy({name: None}) == {name: None}
+        return
+    with pytest.raises(InvalidInput) as err:
+        validate_policy({name: value})
+    assert reason in err.value.extra["fields"][f"policy.{name}"][0]
+
+
+def test_unknown_policy_key_is_rejected() -> None:
+    with pytest.raises(InvalidInput) as err:
+        validate_policy({"retry_forever": True})
+    assert err.value.extra["fields"] == {"policy.retry_forever": ["Unknown policy field."]}
+
+
+def test_null_unsets_a_key_in_a_merge_patch() -> None:
+    stored = merge_policy({}, validate_policy({"erase_mode": "secure", "deploy_retry_limit": 2}))
+    merged = merge_policy(stored, validate_policy({"erase_mode": None}))
+    assert merged == {"deploy_retry_limit": 2}
+    assert resolve_policy(merged).erase_mode == Policy().erase_mode
+
+
+def test_bundle_reference_needs_version_and_digest() -> None:
+    with pytest.raises(InvalidInput) as err:
+        merge_policy({}, validate_policy({"bootstrap_bundle_ref": "https://b.test/x"}))
+    assert "policy.bootstrap_bundle_ref" in err.value.extra["fields"]
