@@ -51,7 +51,12 @@ def test_rows_are_append_only() -> None:
 
 def test_failed_mutation_leaves_no_audit_row() -> None:
     site = make_site()
-    with pytest.raises(ValueError), transaction.atomic():
-        audit.record(actor=None, action="test.action", target=site)
-        raise ValueError("the mutation failed after auditing")
+
+    def mutate() -> None:
+        with transaction.atomic():
+            audit.record(actor=None, action="test.action", target=site)
+            raise ValueError("the mutation failed after auditing")
+
+    with pytest.raises(ValueError, match="failed after auditing"):
+        mutate()
     assert not AuditLog.objects.exists()

@@ -150,12 +150,15 @@ def test_test_server_enforces_cas_required_and_max_versions(kv2: KV2Server) -> N
         )
         assert ok.json()["data"]["version"] == version + 1
     meta = requests.get(f"{base}/metadata/strict", headers=headers, timeout=5).json()["data"]
-    assert meta["current_version"] == 3 and sorted(meta["versions"]) == ["2", "3"]
+    assert meta["current_version"] == 3
+    assert sorted(meta["versions"]) == ["2", "3"]
     empty = requests.request("LIST", f"{base}/metadata/no-such-folder", headers=headers, timeout=5)
-    assert empty.status_code == 404 and empty.json() == {"errors": []}
+    assert empty.status_code == 404
+    assert empty.json() == {"errors": []}
     requests.delete(f"{base}/data/strict", headers=headers, timeout=5)
     deleted = requests.get(f"{base}/data/strict", headers=headers, timeout=5)
-    assert deleted.status_code == 404 and deleted.json()["data"]["metadata"]["deletion_time"]
+    assert deleted.status_code == 404
+    assert deleted.json()["data"]["metadata"]["deletion_time"]
 
 
 def test_database_backend_with_wrong_key_is_unavailable_not_garbage(db: None) -> None:

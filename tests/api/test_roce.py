@@ -59,7 +59,8 @@ def test_seed_example_creates_then_upserts(api: APIClient) -> None:
     actions = list(AuditLog.objects.values_list("action", flat=True))
     assert actions == ["roce.bulk_upsert", "roce.bulk_upsert"]
     latest = AuditLog.objects.first()
-    assert latest is not None and latest.before["updated"][0]["ipv4_cidr"] == "172.29.1.219/31"
+    assert latest is not None
+    assert latest.before["updated"][0]["ipv4_cidr"] == "172.29.1.219/31"
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,8 @@ def test_create_site_answers_201_and_audits(api: APIClient) -> None:
         str(data["id"]),
     )
     assert row.correlation_id == "req-123"
-    assert row.before is None and row.after["name"] == "lab-east"
+    assert row.before is None
+    assert row.after["name"] == "lab-east"
 
 
 @pytest.mark.parametrize(
@@ -117,7 +118,8 @@ def test_list_filters_and_paginates(api: APIClient) -> None:
     page = api.get(URL, {"limit": 3, "offset": 0}).json()
     assert page["count"] == 8
     assert len(page["results"]) == 3
-    assert page["next"] and "offset=3" in page["next"]
+    assert page["next"]
+    assert "offset=3" in page["next"]
     names = [
         s["name"] for s in api.get(URL, {"name": "rack", "status": "disabled"}).json()["results"]
     ]
@@ -171,7 +173,8 @@ def test_patch_with_bad_policy_changes_nothing(api: APIClient) -> None:
     assert response.status_code == 400
     assert "policy.deploy_retry_limit" in response.json()["fields"]
     site.refresh_from_db()
-    assert site.policy == {"erase_mode": "secure"} and site.revision == 1
+    assert site.policy == {"erase_mode": "secure"}
+    assert site.revision == 1
     assert not AuditLog.objects.exists()
 
 

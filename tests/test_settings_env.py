@@ -1,0 +1,138 @@
+"""Settings from MAASCP_* variables: safe embedded defaults, clear production errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from config.env import Env, database_from_url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_check(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MAASCP_")}
+    clean.update({"MAASCP_DATA_DIR": str(tmp_path), **env})
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_embedded_defaults_need_nothing(tmp_path: Path) -> None:
+    result = run_check({}, tmp_path)
+    assert result.returncode == 0, result.stderr
+    # the embedded mode generated its keys into the data folder, private to the owner
+    for name in ("django-secret-key", "secrets.key"):
+        assert (tmp_path / name).stat().st_mode & 0o077 == 0
+
+
+def test_production_lists_every_missing_setting_at_once(tmp_path: Path) -> None:
+    result = run_check({"MAASCP_ENV": "production"}, tmp_path)
+    assert result.returncode != 0
+    for name in (
+        "MAASCP_SECRET_KEY",
+        "MAASCP_ALLOWED_HOSTS",
+        "MAASCP_DATABASE_URL",
+        "MAASCP_BROKER_URL",
+        "MAASCP_VAULT_ADDR",
+    ):
+        assert name in result.stderr
+
+
+def test_production_rejects_malformed_values(tmp_path: Path) -> None:
+    result = run_check(
+        {
+            "MAASCP_ENV": "production",
+            "MAASCP_SECRET_KEY": "x" * 50,
+            "MAASCP_ALLOWED_HOSTS": "cp.example.test",
+            "MAASCP_DATABASE_URL": "sqlite:///tmp/db.sqlite3",
+            "MAASCP_BROKER_URL": "amqp://guest@localhost//",
+            "MAASCP_SECRETS_KEY": "not-a-fernet-key",
+            "MAASCP_TASK_TIME_LIMIT": "ten",
+            "MAASCP_DEBUG": "maybe",
+        },
+        tmp_path,
+    )
+    assert result.returncode != 0
+    assert "MAASCP_DATABASE_URL must be a URL with scheme postgresql" in result.stderr
+    assert "MAASCP_BROKER_URL must be a URL with scheme redis" in result.stderr
+    assert "MAASCP_SECRETS_KEY must be url-safe base64 Fernet keys" in result.stderr
+    assert "MAASCP_TASK_TIME_LIMIT='ten' is not an integer" in result.stderr
+    assert "MAASCP_DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def test_production_with_everything_set_starts(tmp_path: Path) -> None:
+    from cryptography.fernet import Fernet
+
+    result = run_check(
+        {
+            "MAASCP_ENV": "production",
+            "MAASCP_SECRET_KEY": "x" * 50,
+            "MAASCP_ALLOWED_HOSTS": "cp.example.test",
+            "MAASCP_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/maascp",
+            "MAASCP_BROKER_URL": "redis://127.0.0.1:6379/0",
+            "MAASCP_SECRETS_KEY": Fernet.generate_key().decode(),
+        },
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_vault_address_needs_a_way_to_authenticate(tmp_path: Path) -> None:
+    result = run_check({"MAASCP_VAULT_ADDR": "http://127.0.0.1:8200"}, tmp_path)
+    assert result.returncode != 0
+    assert "MAASCP_VAULT_TOKEN" in result.stderr
+
+
+def test_visibility_timeout_must_exceed_task_limits(tmp_path: Path) -> None:
+    result = run_check(
+        {"MAASCP_VISIBILITY_TIMEOUT": "120", "MAASCP_TASK_TIME_LIMIT": "300"}, tmp_path
+    )
+    assert result.returncode != 0
+    assert "MAASCP_VISIBILITY_TIMEOUT must be larger" in result.stderr
+
+
+def test_celery_is_configured_for_at_least_once_work() -> None:
+    assert settings.CELERY_TASK_ACKS_LATE is True
+    assert settings.CELERY_TASK_REJECT_ON_WORKER_LOST is True
+    assert settings.CELERY_WORKER_PREFETCH_MULTIPLIER == 1
+    assert settings.CELERY_TASK_TIME_LIMIT > settings.CELERY_TASK_SOFT_TIME_LIMIT
+    if settings.CELERY_BROKER_URL.startswith("redis"):
+        visibility = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+        assert visibility > settings.CELERY_TASK_TIME_LIMIT
+        assert visibility > settings.MAX_TASK_COUNTDOWN
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (
+            "postgresql://u:p%40ss@db.test:6432/cp?sslmode=require",
+            {"NAME": "cp", "USER": "u", "PASSWORD": "p@ss", "HOST": "db.test", "PORT": "6432"},
+        ),
+        ("sqlite:////var/lib/cp/db.sqlite3", {"NAME": "/var/lib/cp/db.sqlite3"}),
+        ("sqlite:///relative.sqlite3", {"NAME": "relative.sqlite3"}),
+    ],
+)
+def test_database_urls(url: str, expected: dict[str, str]) -> None:
+    parsed = database_from_url(url)
+    assert {k: parsed[k] for k in expected} == expected
+    if url.startswith("postgresql"):
+        assert parsed["OPTIONS"] == {"sslmode": "require"}
+
+
+def test_env_reader_records_every_name_it_reads() -> None:
+    env = Env(environ={"MAASCP_PORT": "80"})
+    env.integer("PORT", 1)
+    env.flag("DEBUG", default=False)
+    assert env.known == {"MAASCP_PORT", "MAASCP_DEBUG"}
