@@ -1,6 +1,7 @@
 """Onboarding workflows: take a machine from an IPMI address to an enrolled, active GPU node.
 
-Will own node_onboardings, node_onboarding_events and onboarding batches, the onboarding stages
-(preflight, discover, commission, storage/PXE preflight, payload, deploy, hardware sync,
-enrollment, completion gates) and the node-facing enrollment endpoint. Built in issue 4.
+Owns node_onboardings (with the database rule of one open onboarding per host) and
+node_onboarding_events. Issue 4 adds batches, the stages (preflight, discover, commission,
+storage/PXE preflight, payload, deploy, hardware sync, enrollment, completion gates), the API and
+the node-facing enrollment endpoint.
 """

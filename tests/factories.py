@@ -36,3 +36,17 @@ def make_node(site: MaasSite, **overrides: Any) -> Node:
         data["sku"] = make_sku()
     data.update(overrides)
     return Node.objects.create(site=site, **data)
+
+
+def make_onboarding(site: MaasSite, **overrides: Any) -> Any:
+    from onboarding.models import Onboarding
+
+    data: dict[str, Any] = {
+        "hostname": f"gpu-{next(_seq)}",
+        "ipmi_ip": f"10.0.{next(_seq) % 250}.{next(_seq) % 250 + 1}",
+        "correlation_id": "test",
+    }
+    data.update(overrides)
+    data.setdefault("profile", make_profile(site))
+    data.setdefault("sku", make_sku())
+    return Onboarding.objects.create(site=site, **data)

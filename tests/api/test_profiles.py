@@ -127,3 +127,16 @@ def test_patch_and_disable(api: APIClient) -> None:
         .order_by("id")
         .values_list("action", flat=True)
     ) == ["maas_profile.update", "maas_profile.disable"]
+
+
+def test_profile_with_open_workflows_cannot_be_disabled(api: APIClient) -> None:
+    from tests.factories import make_onboarding
+
+    site = make_site()
+    profile = make_profile(site)
+    other = make_profile(site)
+    make_onboarding(site, profile=profile, state="manual_intervention")
+    response = api.delete(url(site.pk, profile.pk))
+    assert response.status_code == 409
+    assert response.json()["open_workflows"][0]["state"] == "manual_intervention"
+    assert api.delete(url(site.pk, other.pk)).status_code == 200

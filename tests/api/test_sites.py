@@ -219,3 +219,25 @@ def test_delete_disables_and_audits(api: APIClient) -> None:
 
 def test_trailing_slash_is_accepted(api: APIClient) -> None:
     assert api.get(URL + "/").status_code == 200
+
+
+def test_site_with_open_workflows_cannot_be_disabled(api: APIClient) -> None:
+    from tests.factories import make_onboarding
+
+    site = make_site()
+    running = make_onboarding(site, hostname="c07u31", state="running")
+    make_onboarding(site, hostname="c07u32", state="succeeded")
+    response = api.delete(f"{URL}/{site.pk}")
+    assert response.status_code == 409
+    body = response.json()
+    assert body["open_workflows"] == [
+        {"kind": "onboarding", "id": running.pk, "hostname": "c07u31", "state": "running"}
+    ]
+    # the PATCH route to the same change is guarded the same way
+    assert api.patch(f"{URL}/{site.pk}", {"status": "disabled"}, format="json").status_code == 409
+    site.refresh_from_db()
+    assert site.status == "active"
+    assert not AuditLog.objects.exists()
+    running.state = "cancelled"
+    running.save()
+    assert api.delete(f"{URL}/{site.pk}").status_code == 200
