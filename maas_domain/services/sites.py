@@ -39,6 +39,47 @@ def site_create(*, actor: audit.Actor, data: dict[str, Any]) -> MaasSite:
     return site
 
 
+def _update_policy_holder(
+    *,
+    actor: audit.Actor,
+    queryset: Any,
+    pk: int,
+    kind: str,
+    policy_attr: str,
+    changes: dict[str, Any],
+    expected_revision: int | None,
+    unique_message: str,
+) -> Any:
+    """Update a site or a profile: ``policy_attr`` is a merge-patch, and disabling is refused
+    while open workflows use the row (``kind`` is both the audit prefix and the filter name)."""
+    changes = dict(changes)
+    patch = (
+        validate_policy(changes.pop(policy_attr), field_name=policy_attr)
+        if policy_attr in changes
+        else None
+    )
+    disabling = changes.get("status") == "disabled"
+
+    def apply(row: Any) -> None:
+        if disabling and row.status != "disabled":
+            _refuse_if_open(f"{kind.capitalize()} {row.name!r}", **{kind: row})
+        for key, value in changes.items():
+            setattr(row, key, value)
+        if patch is not None:
+            setattr(row, policy_attr, merge_policy(getattr(row, policy_attr), patch))
+
+    return audited_update(
+        actor=actor,
+        queryset=queryset,
+        pk=pk,
+        label=kind.capitalize(),
+        action=f"maas_{kind}.{'disable' if disabling else 'update'}",
+        expected_revision=expected_revision,
+        apply=apply,
+        unique_message=unique_message,
+    )
+
+
 def site_update(
     *,
     actor: audit.Actor,
@@ -47,32 +88,17 @@ def site_update(
     expected_revision: int | None = None,
 ) -> MaasSite:
     """Update fields; ``policy`` is a merge-patch (null unsets). Disabling checks open work."""
-    changes = dict(changes)
-    policy_patch = validate_policy(changes.pop("policy")) if "policy" in changes else None
-
-    def apply(site: MaasSite) -> None:
-        if changes.get("status") == SiteStatus.DISABLED and site.status != SiteStatus.DISABLED:
-            _refuse_if_open(f"Site {site.name!r}", site=site)
-        for key, value in changes.items():
-            setattr(site, key, value)
-        if policy_patch is not None:
-            site.policy = merge_policy(site.policy, policy_patch)
-
-    action = (
-        "maas_site.disable"
-        if changes.get("status") == SiteStatus.DISABLED
-        else ("maas_site.update")
-    )
-    return audited_update(
+    site: MaasSite = _update_policy_holder(
         actor=actor,
         queryset=MaasSite.objects.all(),
         pk=site_id,
-        label="Site",
-        action=action,
+        kind="site",
+        policy_attr="policy",
+        changes=changes,
         expected_revision=expected_revision,
-        apply=apply,
         unique_message=f"A site named {changes.get('name')!r} already exists.",
     )
+    return site
 
 
 def site_disable(
@@ -113,39 +139,18 @@ def profile_update(
     changes: dict[str, Any],
     expected_revision: int | None = None,
 ) -> SiteProfile:
-    changes = dict(changes)
-    patch = (
-        validate_policy(changes.pop("policy_overrides"), field_name="policy_overrides")
-        if "policy_overrides" in changes
-        else None
-    )
-
-    def apply(profile: SiteProfile) -> None:
-        if (
-            changes.get("status") == ProfileStatus.DISABLED
-            and profile.status != ProfileStatus.DISABLED
-        ):
-            _refuse_if_open(f"Profile {profile.name!r}", profile=profile)
-        for key, value in changes.items():
-            setattr(profile, key, value)
-        if patch is not None:
-            profile.policy_overrides = merge_policy(profile.policy_overrides, patch)
-
-    action = (
-        "maas_profile.disable"
-        if changes.get("status") == ProfileStatus.DISABLED
-        else "maas_profile.update"
-    )
-    return audited_update(
+    """Update fields; ``policy_overrides`` is a merge-patch. Disabling checks open work."""
+    profile: SiteProfile = _update_policy_holder(
         actor=actor,
         queryset=SiteProfile.objects.filter(site=site),
         pk=profile_id,
-        label="Profile",
-        action=action,
+        kind="profile",
+        policy_attr="policy_overrides",
+        changes=changes,
         expected_revision=expected_revision,
-        apply=apply,
         unique_message=f"Site {site.name!r} already has a profile named {changes.get('name')!r}.",
     )
+    return profile
 
 
 def profile_disable(
