@@ -1,0 +1,153 @@
+"""MAAS NODE_STATUS numbers and their exact ``status_name`` labels (maas-api.md §4.1)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class NodeStatus(IntEnum):
+    NEW = 0
+    COMMISSIONING = 1
+    FAILED_COMMISSIONING = 2
+    MISSING = 3
+    READY = 4
+    RESERVED = 5
+    DEPLOYED = 6
+    RETIRED = 7
+    BROKEN = 8
+    DEPLOYING = 9
+    ALLOCATED = 10
+    FAILED_DEPLOYMENT = 11
+    RELEASING = 12
+    FAILED_RELEASING = 13
+    DISK_ERASING = 14
+    FAILED_DISK_ERASING = 15
+    RESCUE_MODE = 16
+    ENTERING_RESCUE_MODE = 17
+    FAILED_ENTERING_RESCUE_MODE = 18
+    EXITING_RESCUE_MODE = 19
+    FAILED_EXITING_RESCUE_MODE = 20
+    TESTING = 21
+    FAILED_TESTING = 22
+
+    @property
+    def label(self) -> str:
+        return LABELS[self]
+
+    @property
+    def is_failed(self) -> bool:
+        return self.name.startswith("FAILED_")
+
+
+LABELS = {
+    NodeStatus.NEW: "New",
+    NodeStatus.COMMISSIONING: "Commissioning",
+    NodeStatus.FAILED_COMMISSIONING: "Failed commissioning",
+    NodeStatus.MISSING: "Missing",
+    NodeStatus.READY: "Ready",
+    NodeStatus.RESERVED: "Reserved",
+    NodeStatus.DEPLOYED: "Deployed",
+    NodeStatus.RETIRED: "Retired",
+    NodeStatus.BROKEN: "Broken",
+    NodeStatus.DEPLOYING: "Deploying",
+    NodeStatus.ALLOCATED: "Allocated",
+    NodeStatus.FAILED_DEPLOYMENT: "Failed deployment",
+    NodeStatus.RELEASING: "Releasing",
+    NodeStatus.FAILED_RELEASING: "Releasing failed",
+    NodeStatus.DISK_ERASING: "Disk erasing",
+    NodeStatus.FAILED_DISK_ERASING: "Failed disk erasing",
+    NodeStatus.RESCUE_MODE: "Rescue mode",
+    NodeStatus.ENTERING_RESCUE_MODE: "Entering rescue mode",
+    NodeStatus.FAILED_ENTERING_RESCUE_MODE: "Failed to enter rescue mode",
+    NodeStatus.EXITING_RESCUE_MODE: "Exiting rescue mode",
+    NodeStatus.FAILED_EXITING_RESCUE_MODE: "Failed to exit rescue mode",
+    NodeStatus.TESTING: "Testing",
+    NodeStatus.FAILED_TESTING: "Failed testing",
+}
+
+_S = NodeStatus
+# NODE_TRANSITIONS (maas-api.md §4.2): the status moves MAAS itself validates.
+_RESET = {
+    _S.NEW,
+    _S.COMMISSIONING,
+    _S.FAILED_DEPLOYMENT,
+    _S.MISSING,
+    _S.RETIRED,
+    _S.BROKEN,
+    _S.FAILED_RELEASING,
+    _S.FAILED_DISK_ERASING,
+    _S.FAILED_ENTERING_RESCUE_MODE,
+    _S.FAILED_EXITING_RESCUE_MODE,
+    _S.FAILED_TESTING,
+}
+TRANSITIONS: dict[NodeStatus, set[NodeStatus]] = {
+    _S.NEW: {_S.COMMISSIONING, _S.TESTING, _S.MISSING, _S.READY, _S.RETIRED, _S.BROKEN,
+             _S.ENTERING_RESCUE_MODE},
+    _S.COMMISSIONING: {_S.FAILED_COMMISSIONING, _S.READY, _S.RETIRED, _S.MISSING, _S.NEW,
+                       _S.BROKEN, _S.TESTING},
+    _S.FAILED_COMMISSIONING: {_S.COMMISSIONING, _S.MISSING, _S.RETIRED, _S.BROKEN,
+                              _S.ENTERING_RESCUE_MODE, _S.TESTING},
+    _S.READY: {_S.ENTERING_RESCUE_MODE, _S.COMMISSIONING, _S.ALLOCATED, _S.RESERVED, _S.RETIRED,
+               _S.MISSING, _S.BROKEN, _S.TESTING},
+    _S.RESERVED: {_S.READY, _S.ALLOCATED, _S.RETIRED, _S.MISSING, _S.BROKEN, _S.DISK_ERASING,
+                  _S.RELEASING, _S.ENTERING_RESCUE_MODE, _S.TESTING},
+    _S.ALLOCATED: {_S.READY, _S.RETIRED, _S.MISSING, _S.BROKEN, _S.DEPLOYING, _S.DISK_ERASING,
+                   _S.RELEASING, _S.ENTERING_RESCUE_MODE, _S.TESTING},
+    _S.RELEASING: {_S.NEW, _S.ALLOCATED, _S.RESERVED, _S.DEPLOYED, _S.READY, _S.BROKEN,
+                   _S.MISSING, _S.FAILED_DEPLOYMENT, _S.FAILED_DISK_ERASING,
+                   _S.FAILED_RELEASING},
+    _S.DEPLOYING: {_S.ALLOCATED, _S.MISSING, _S.BROKEN, _S.FAILED_DEPLOYMENT, _S.DEPLOYED,
+                   _S.READY, _S.DISK_ERASING, _S.RELEASING},
+    _S.FAILED_DEPLOYMENT: {_S.ALLOCATED, _S.MISSING, _S.BROKEN, _S.READY, _S.DISK_ERASING,
+                           _S.RELEASING, _S.ENTERING_RESCUE_MODE, _S.TESTING},
+    _S.DEPLOYED: {_S.ALLOCATED, _S.MISSING, _S.BROKEN, _S.READY, _S.DISK_ERASING, _S.RELEASING,
+                  _S.ENTERING_RESCUE_MODE, _S.TESTING},
+    _S.MISSING: {_S.NEW, _S.READY, _S.ALLOCATED, _S.COMMISSIONING, _S.BROKEN,
+                 _S.ENTERING_RESCUE_MODE, _S.TESTING},
+    _S.RETIRED: {_S.NEW, _S.READY, _S.MISSING, _S.BROKEN, _S.ENTERING_RESCUE_MODE, _S.TESTING},
+    _S.BROKEN: {_S.COMMISSIONING, _S.READY, _S.DISK_ERASING, _S.RELEASING,
+                _S.ENTERING_RESCUE_MODE, _S.TESTING, _S.DEPLOYED},
+    _S.FAILED_RELEASING: {_S.RELEASING, _S.DISK_ERASING, _S.READY, _S.BROKEN, _S.TESTING},
+    _S.DISK_ERASING: {_S.BROKEN, _S.DISK_ERASING, _S.FAILED_DISK_ERASING, _S.READY,
+                      _S.RELEASING},
+    _S.FAILED_DISK_ERASING: {_S.DISK_ERASING, _S.RELEASING, _S.BROKEN, _S.ALLOCATED, _S.READY,
+                             _S.ENTERING_RESCUE_MODE, _S.TESTING},
+    _S.ENTERING_RESCUE_MODE: {_S.READY, _S.BROKEN, _S.DEPLOYED, _S.RESCUE_MODE,
+                              _S.FAILED_ENTERING_RESCUE_MODE, _S.EXITING_RESCUE_MODE},
+    _S.FAILED_ENTERING_RESCUE_MODE: {_S.BROKEN, _S.ENTERING_RESCUE_MODE, _S.EXITING_RESCUE_MODE,
+                                     _S.TESTING},
+    _S.RESCUE_MODE: {_S.BROKEN, _S.EXITING_RESCUE_MODE, _S.TESTING},
+    _S.EXITING_RESCUE_MODE: {_S.NEW, _S.BROKEN, _S.FAILED_COMMISSIONING, _S.READY, _S.RESERVED,
+                             _S.ALLOCATED, _S.FAILED_DEPLOYMENT, _S.DEPLOYED, _S.MISSING,
+                             _S.RETIRED, _S.FAILED_RELEASING, _S.FAILED_DISK_ERASING,
+                             _S.RESCUE_MODE, _S.FAILED_ENTERING_RESCUE_MODE,
+                             _S.FAILED_EXITING_RESCUE_MODE, _S.FAILED_TESTING},
+    _S.FAILED_EXITING_RESCUE_MODE: {_S.BROKEN, _S.EXITING_RESCUE_MODE, _S.TESTING},
+    _S.TESTING: {_S.BROKEN, _S.NEW, _S.READY, _S.RESERVED, _S.ALLOCATED, _S.DEPLOYED} | _RESET,
+    _S.FAILED_TESTING: {_S.COMMISSIONING, _S.BROKEN, _S.MISSING, _S.ENTERING_RESCUE_MODE,
+                        _S.TESTING, _S.READY, _S.DEPLOYED},
+}  # fmt: skip
+
+# MAAS's own failure map (mark_failed) and statuses MAAS watches with a timeout.
+FAILURE_OF = {
+    _S.COMMISSIONING: _S.FAILED_COMMISSIONING,
+    _S.DEPLOYING: _S.FAILED_DEPLOYMENT,
+    _S.RELEASING: _S.FAILED_RELEASING,
+    _S.DISK_ERASING: _S.FAILED_DISK_ERASING,
+    _S.ENTERING_RESCUE_MODE: _S.FAILED_ENTERING_RESCUE_MODE,
+    _S.EXITING_RESCUE_MODE: _S.FAILED_EXITING_RESCUE_MODE,
+    _S.TESTING: _S.FAILED_TESTING,
+}
+RELEASABLE = {
+    _S.ALLOCATED,
+    _S.RESERVED,
+    _S.BROKEN,
+    _S.DEPLOYING,
+    _S.DEPLOYED,
+    _S.FAILED_DEPLOYMENT,
+    _S.FAILED_DISK_ERASING,
+    _S.FAILED_RELEASING,
+}
+COMMISSIONABLE = {_S.NEW, _S.FAILED_COMMISSIONING, _S.READY, _S.BROKEN}
+ABORTABLE = {_S.COMMISSIONING, _S.DEPLOYING, _S.DISK_ERASING, _S.TESTING}
+INTERFACE_EDITABLE = {_S.NEW, _S.READY, _S.FAILED_TESTING, _S.ALLOCATED, _S.BROKEN}

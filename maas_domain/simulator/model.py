@@ -1,0 +1,1085 @@
+"""Simulated MAAS state: machines, interfaces, subnets, events, script results, faults.
+
+Time: every duration here is in *MAAS seconds*; ``Clock.scale`` makes them pass faster (scale
+60 turns MAAS's 30-minute deploy timeout into 30 real seconds). Machine-driven transitions
+(commissioning → testing → Ready, deploying → Deployed, disk erasing → Ready, timeouts) are
+scheduled on a heap and applied lazily whenever the simulator is touched, so 10,000 idle
+machines cost nothing.
+
+Thread safety: one lock (``Simulator.lock``) around every read and write; requests are short.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import itertools
+import json
+import random
+import string
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from maas_domain.maas.status import FAILURE_OF, LABELS, NodeStatus
+
+S = NodeStatus
+NODE_TIMEOUT = 30 * 60  # MAAS config node_timeout default
+RELEASE_TIMEOUT = 5 * 60  # hard-coded for RELEASING
+API_PREFIX = "/MAAS/api/2.0/"
+
+LEVELS = {"AUDIT": 0, "DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+
+
+class Clock:
+    """Simulated wall clock: real time × scale, plus explicit jumps (``advance``)."""
+
+    def __init__(self, scale: float = 1.0) -> None:
+        self.scale = scale
+        self._real0 = time.monotonic()
+        self._sim0 = time.time()
+        self._offset = 0.0
+
+    def now(self) -> float:
+        return self._sim0 + (time.monotonic() - self._real0) * self.scale + self._offset
+
+    def advance(self, seconds: float) -> None:
+        self._offset += seconds
+
+
+class ApiError(Exception):
+    """An answer MAAS gives for a refused request: status, body and its content type."""
+
+    def __init__(self, status: int, body: Any, *, json_body: bool = False) -> None:
+        super().__init__(str(body))
+        self.status = status
+        self.body = body
+        self.json_body = json_body
+
+
+def conflict(message: str) -> ApiError:  # NodeStateViolation
+    return ApiError(409, message)
+
+
+def invalid(errors: dict[str, list[str]]) -> ApiError:  # form validation error
+    return ApiError(400, errors, json_body=True)
+
+
+def iso_ms(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None).isoformat(timespec="milliseconds")
+
+
+def event_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%a, %d %b. %Y %H:%M:%S")
+
+
+def rfc2822(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    from email.utils import format_datetime
+
+    return format_datetime(datetime.fromtimestamp(ts, UTC).replace(tzinfo=None))
+
+
+@dataclass
+class MachineFaults:
+    """Per-machine faults. Lists name the operation ordinals that fail (1 = the first)."""
+
+    deploy_datasource_failure: list[int] = field(default_factory=list)
+    deploy_curtin_failure: list[int] = field(default_factory=list)
+    commission_failure: list[int] = field(default_factory=list)
+    erase_failure: list[int] = field(default_factory=list)
+    release_stuck: bool = False
+    bmc_unreachable: bool = False
+    pxe_unlinked: bool = False
+    pxe_wrong_subnet: int | None = None  # subnet id the boot interface lands on instead
+    enlist_on_power_cycle: bool = False  # an unknown machine appears (NEW) once powered
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MachineFaults:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown machine faults: {sorted(unknown)}")
+        return cls(**data)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class Subnet:
+    id: int
+    name: str
+    cidr: str
+    vlan_id: int
+    fabric_id: int
+    gateway_ip: str | None = None
+
+    def vlan(self) -> dict[str, Any]:
+        return {
+            "id": self.vlan_id,
+            "name": "untagged",
+            "vid": 0,
+            "fabric": f"fabric-{self.fabric_id}",
+            "fabric_id": self.fabric_id,
+            "mtu": 1500,
+            "primary_rack": "rack01",
+            "secondary_rack": None,
+            "dhcp_on": True,
+            "external_dhcp": None,
+            "relay_vlan": None,
+            "space": "undefined",
+            "resource_uri": f"{API_PREFIX}vlans/{self.vlan_id}/",
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": "",
+            "vlan": self.vlan(),
+            "space": "undefined",
+            "cidr": self.cidr,
+            "gateway_ip": self.gateway_ip,
+            "dns_servers": [],
+            "rdns_mode": 2,
+            "active_discovery": False,
+            "allow_dns": True,
+            "allow_proxy": True,
+            "managed": True,
+            "disabled_boot_architectures": [],
+            "resource_uri": f"{API_PREFIX}subnets/{self.id}/",
+        }
+
+
+@dataclass
+class Link:
+    id: int
+    mode: str  # auto | dhcp | static | link_up
+    subnet_id: int | None
+    ip_address: str | None = None
+
+
+@dataclass
+class Interface:
+    id: int
+    name: str
+    mac_address: str
+    subnet_id: int | None  # the subnet its cable reaches (where PXE happens for the boot NIC)
+    links: list[Link] = field(default_factory=list)
+    enabled: bool = True
+
+
+@dataclass
+class Event:
+    id: int
+    system_id: str
+    hostname: str
+    username: str
+    level: str
+    created: float
+    type: str
+    description: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "username": self.username,
+            "node": self.system_id,
+            "hostname": self.hostname,
+            "id": self.id,
+            "level": self.level,
+            "created": event_time(self.created),
+            "type": self.type,
+            "description": self.description,
+        }
+
+    @property
+    def message(self) -> str:
+        return f"{self.type} - {self.description}" if self.description else self.type
+
+
+@dataclass
+class ScriptResult:
+    id: int
+    name: str
+    status: int  # SCRIPT_STATUS
+    output: bytes
+    started: float | None
+    ended: float | None
+    exit_status: int | None = None
+
+
+SCRIPT_STATUS = {
+    0: "Pending",
+    1: "Running",
+    2: "Passed",
+    3: "Failed",
+    4: "Timed out",
+    5: "Aborted",
+    6: "Degraded",
+    9: "Skipped",
+}
+RESULT_TYPES = {0: "Commissioning", 1: "Installation", 2: "Testing", 3: "Release"}
+
+
+@dataclass
+class ScriptSet:
+    id: int
+    type: int
+    started: float
+    results: list[ScriptResult] = field(default_factory=list)
+    ended: float | None = None
+
+    @property
+    def status(self) -> int:
+        statuses = {r.status for r in self.results}
+        for candidate in (3, 4, 5, 1, 0):
+            if candidate in statuses:
+                return candidate
+        return 2
+
+
+@dataclass
+class Machine:
+    system_id: str
+    hostname: str
+    architecture: str = "amd64/generic"
+    status: NodeStatus = S.NEW
+    previous_status: NodeStatus = S.NEW
+    power_type: str = "ipmi"
+    power_parameters: dict[str, Any] = field(default_factory=dict)
+    power_state: str = "off"
+    owner: str | None = None
+    osystem: str = ""
+    distro_series: str = ""
+    hwe_kernel: str | None = None
+    error_description: str = ""
+    interfaces: list[Interface] = field(default_factory=list)
+    cpu_count: int = 128
+    memory: int = 2 * 1024 * 1024
+    storage: float = 7680000.0
+    storage_layout: str = "flat"
+    commissioned: bool = False
+    enable_hw_sync: bool = False
+    last_sync: float | None = None
+    sync_interval: int | None = None
+    user_data: bytes | None = None
+    owner_data: dict[str, str] = field(default_factory=dict)
+    locked: bool = False
+    netboot: bool = True
+    hardware_uuid: str = ""
+    faults: MachineFaults = field(default_factory=MachineFaults)
+    # operation bookkeeping
+    op_id: int = 0
+    op_name: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    last_event: Event | None = None
+    script_sets: list[ScriptSet] = field(default_factory=list)
+    created: float = 0.0
+    updated: float = 0.0
+    _json: bytes | None = None
+
+    def touch(self, now: float) -> None:
+        self.updated = now
+        self._json = None
+
+    @property
+    def boot_interface(self) -> Interface | None:
+        return self.interfaces[0] if self.interfaces else None
+
+    @property
+    def power_address(self) -> str:
+        return str(self.power_parameters.get("power_address", ""))
+
+    def next_count(self, op: str) -> int:
+        self.counts[op] = self.counts.get(op, 0) + 1
+        return self.counts[op]
+
+
+@dataclass
+class User:
+    username: str
+    is_superuser: bool
+    consumer_key: str
+    token_key: str
+    token_secret: str
+    email: str = ""
+
+    @property
+    def api_key(self) -> str:
+        return f"{self.consumer_key}:{self.token_key}:{self.token_secret}"
+
+
+@dataclass
+class BootResource:
+    id: int
+    name: str  # ubuntu/jammy
+    architecture: str  # amd64/ga-22.04
+    type: str = "Synced"
+
+
+Step = Callable[["Simulator", Machine], None]
+
+
+def _mac(n: int, nic: int) -> str:
+    return f"52:54:{(n >> 16) & 0xFF:02x}:{(n >> 8) & 0xFF:02x}:{n & 0xFF:02x}:{nic:02x}"
+
+
+class Simulator:
+    """The whole simulated region. Public methods take the lock; ``_`` helpers assume it."""
+
+    # MAAS-seconds timelines (maas-api.md §4.4).
+    COMMISSION_STEPS = (
+        (0, "INFO", "Commissioning", ""),
+        (3, "INFO", "Powering on", ""),
+        (15, "INFO", "Performing PXE boot", ""),
+        (30, "INFO", "Loading ephemeral", ""),
+        (50, "INFO", "Gathering information", ""),
+    )
+    COMMISSION_TESTING_AT = 80
+    COMMISSION_READY_AT = 120
+    DEPLOY_STEPS = (
+        (0, "INFO", "Deploying", ""),
+        (3, "INFO", "Powering on", ""),
+        (15, "INFO", "Performing PXE boot", ""),
+        (30, "INFO", "Loading ephemeral", ""),
+        (60, "INFO", "Configuring storage", ""),
+        (90, "INFO", "Installing OS", ""),
+        (180, "INFO", "Configuring OS", ""),
+        (200, "DEBUG", "Installation complete", "Node disabled netboot"),
+        (205, "INFO", "Rebooting", ""),
+    )
+    DEPLOY_FIRST_BOOT_AT = 260
+    ERASE_SECONDS = {"quick": 30, "secure": 180, "full": 120}
+    RELEASE_POWER_OFF_AT = 10
+
+    def __init__(self, *, scale: float = 1.0, seed: int = 0) -> None:
+        self.lock = threading.RLock()
+        self.clock = Clock(scale)
+        self.rng = random.Random(seed)
+        self.machines: dict[str, Machine] = {}
+        self.order: list[str] = []  # machines by creation (MAAS lists by id)
+        self.users: dict[str, User] = {}
+        self.subnets: dict[int, Subnet] = {}
+        self.boot_resources: list[BootResource] = []
+        self.events: list[Event] = []
+        self.events_by_node: dict[str, list[Event]] = {}
+        self.allow_duplicate_hostnames = False
+        self.config: dict[str, Any] = {
+            "default_distro_series": "jammy",
+            "default_osystem": "ubuntu",
+            "commissioning_distro_series": "jammy",
+            "node_timeout": 30,
+            "enable_disk_erasing_on_release": False,
+            "disk_erase_with_secure_erase": True,
+            "disk_erase_with_quick_erase": False,
+            "hardware_sync_interval": "15m",
+            "maas_name": "maas-sim",
+            "default_storage_layout": "flat",
+        }
+        self._ids = itertools.count(1)
+        self._events = itertools.count(1)
+        self._heap: list[tuple[float, int, str, int, Step]] = []
+        self._seq = itertools.count()
+        self.node_side: Callable[[Simulator, Machine], None] | None = None
+
+    # -- ids, clock, scheduling -------------------------------------------------------------
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def new_system_id(self) -> str:
+        alphabet = string.ascii_lowercase + string.digits
+        while True:
+            sid = "".join(self.rng.choice(alphabet) for _ in range(6))
+            if sid not in self.machines:
+                return sid
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def schedule(self, m: Machine, delay: float, step: Step) -> None:
+        heapq.heappush(
+            self._heap, (self.now() + delay, next(self._seq), m.system_id, m.op_id, step)
+        )
+
+    def tick(self) -> None:
+        """Apply every scheduled machine-driven step that is due."""
+        now = self.now()
+        while self._heap and self._heap[0][0] <= now:
+            _, _, sid, op_id, step = heapq.heappop(self._heap)
+            m = self.machines.get(sid)
+            if m is not None and m.op_id == op_id:
+                step(self, m)
+
+    def start_op(self, m: Machine, name: str) -> None:
+        """A new operation supersedes every step still scheduled for the previous one."""
+        m.op_id += 1
+        m.op_name = name
+
+    # -- events and status ------------------------------------------------------------------
+    def event(
+        self, m: Machine, level: str, type_: str, description: str = "", user: str = ""
+    ) -> None:
+        ev = Event(
+            id=next(self._events),
+            system_id=m.system_id,
+            hostname=m.hostname,
+            username=user or m.owner or "",
+            level=level,
+            created=self.now(),
+            type=type_,
+            description=description,
+        )
+        self.events.append(ev)
+        self.events_by_node.setdefault(m.system_id, []).append(ev)
+        if LEVELS[level] >= LEVELS["INFO"]:
+            m.last_event = ev
+        m.touch(ev.created)
+
+    def set_status(self, m: Machine, new: NodeStatus) -> None:
+        if new != m.status:
+            self.event(
+                m, "DEBUG", "Node changed status", f"From '{m.status.label}' to '{new.label}'"
+            )
+            m.previous_status = m.status
+            m.status = new
+        m.touch(self.now())
+
+    def mark_failed(self, m: Machine, comment: str) -> None:
+        failed = FAILURE_OF.get(m.status)
+        if failed is None:
+            return
+        self.event(m, "ERROR", "Marking node failed", comment)
+        m.error_description = comment
+        self.set_status(m, failed)
+        self.start_op(m, "failed")
+
+    def timeout_step(self, status: NodeStatus, minutes: int) -> Step:
+        def step(sim: Simulator, m: Machine) -> None:
+            if m.status == status:
+                sim.mark_failed(
+                    m, f"Node operation '{status.label}' timed out after {minutes} minutes."
+                )
+
+        return step
+
+    def _steps(
+        self, m: Machine, steps: tuple[tuple[int, str, str, str], ...], until: float
+    ) -> None:
+        for at, level, type_, desc in steps:
+            if at <= until:
+                self.schedule(
+                    m, at, lambda sim, mm, lv=level, t=type_, d=desc: sim.event(mm, lv, t, d)
+                )
+
+    # -- machine creation -------------------------------------------------------------------
+    def add_machine(
+        self,
+        *,
+        hostname: str | None = None,
+        status: NodeStatus = S.NEW,
+        power_parameters: dict[str, Any] | None = None,
+        power_type: str = "ipmi",
+        mac_addresses: list[str] | None = None,
+        interfaces: list[dict[str, Any]] | None = None,
+        architecture: str = "amd64/generic",
+        faults: MachineFaults | None = None,
+        owner: str | None = None,
+        system_id: str | None = None,
+    ) -> Machine:
+        n = self.new_id()
+        sid = system_id or self.new_system_id()
+        now = self.now()
+        m = Machine(
+            system_id=sid,
+            hostname=hostname or f"node-{sid}",
+            architecture=architecture,
+            status=status,
+            power_type=power_type,
+            power_parameters=dict(power_parameters or {}),
+            faults=faults or MachineFaults(),
+            owner=owner,
+            hardware_uuid=f"4c4c4544-{n:04x}-0000-8000-{n:012x}",
+            created=now,
+            updated=now,
+        )
+        pxe = min(self.subnets) if self.subnets else None
+        nic_specs = interfaces or [
+            {"name": f"eno{i + 1}", "mac_address": mac, "subnet": pxe if i == 0 else None}
+            for i, mac in enumerate(mac_addresses or [_mac(n, 0), _mac(n, 1)])
+        ]
+        for spec in nic_specs:
+            m.interfaces.append(
+                Interface(
+                    id=self.new_id(),
+                    name=spec["name"],
+                    mac_address=spec["mac_address"].lower(),
+                    subnet_id=spec.get("subnet"),
+                )
+            )
+        if status in (S.READY, S.ALLOCATED, S.DEPLOYED):
+            m.commissioned = True
+            self.reset_networking(m)
+            self._script_set(m, 0, passed=True)
+        if status == S.DEPLOYED:
+            m.osystem, m.distro_series, m.power_state = "ubuntu", "jammy", "on"
+            m.owner = owner or next(iter(self.users), None)
+        self.machines[sid] = m
+        self.order.append(sid)
+        return m
+
+    def reset_networking(self, m: Machine) -> None:
+        """After commissioning: boot NIC AUTO on its PXE subnet, the others LINK_UP."""
+        for i, iface in enumerate(m.interfaces):
+            if i == 0 and not m.faults.pxe_unlinked:
+                subnet = m.faults.pxe_wrong_subnet or iface.subnet_id
+                iface.links = [Link(self.new_id(), "auto", subnet)]
+            else:
+                iface.links = [Link(self.new_id(), "link_up", None)]
+        m.touch(self.now())
+
+    def _script_set(
+        self, m: Machine, type_: int, *, passed: bool | None, output: bytes = b""
+    ) -> ScriptSet:
+        now = self.now()
+        names = {
+            0: ["00-maas-01-cpuinfo", "00-maas-04-lshw", "50-maas-01-commissioning"],
+            1: ["/tmp/install.log"],
+            2: ["smartctl-validate"],
+            3: ["wipe-disks"],
+        }[type_]
+        status = 1 if passed is None else (2 if passed else 3)
+        ss = ScriptSet(id=self.new_id(), type=type_, started=now)
+        for name in names:
+            ss.results.append(
+                ScriptResult(
+                    id=self.new_id(),
+                    name=name,
+                    status=status,
+                    output=output or f"{name}: ok\n".encode(),
+                    started=now,
+                    ended=None if passed is None else now,
+                    exit_status=None if passed is None else (0 if passed else 1),
+                )
+            )
+        m.script_sets.append(ss)
+        return ss
+
+    def _finish_script_set(self, m: Machine, type_: int, *, passed: bool, output: bytes) -> None:
+        for ss in reversed(m.script_sets):
+            if ss.type == type_:
+                ss.ended = self.now()
+                for r in ss.results:
+                    r.status, r.ended, r.output = (2 if passed else 3), self.now(), output
+                    r.exit_status = 0 if passed else 1
+                return
+
+    # -- operations (called by the API with the lock held) ----------------------------------
+    def commission(self, m: Machine, user: User, params: dict[str, Any]) -> None:
+        if m.status not in {S.NEW, S.FAILED_COMMISSIONING, S.READY, S.BROKEN} or m.locked:
+            raise invalid(
+                {
+                    "__all__": [
+                        "Commission is not available because of the current state of the node."
+                    ]
+                }
+            )
+        if m.power_type == "":
+            raise ApiError(
+                500, "Unconfigured power type. Please configure the power type and try again."
+            )
+        ordinal = m.next_count("commission")
+        self.start_op(m, "commission")
+        m.owner = user.username
+        m.error_description = ""
+        self.set_status(m, S.COMMISSIONING)
+        self.event(m, "DEBUG", "User starting commissioning", "", user.username)
+        self._script_set(m, 0, passed=None)
+        if m.faults.bmc_unreachable:
+            self.schedule(m, 3, lambda sim, mm: sim._power_failure(mm))
+            return
+        self._steps(m, self.COMMISSION_STEPS, until=1e9)
+        if ordinal in m.faults.commission_failure:
+
+            def fail(sim: Simulator, mm: Machine) -> None:
+                sim.event(
+                    mm,
+                    "ERROR",
+                    "Node commissioning failure",
+                    "'cloudinit' running modules for final",
+                )
+                sim._finish_script_set(
+                    mm, 0, passed=False, output=b"50-maas-01-commissioning: lshw exited 1\n"
+                )
+                sim.mark_failed(
+                    mm,
+                    "Commissioning failed, cloud-init reported a failure (refer to the event log for more information)",
+                )
+                mm.power_state = "off"
+
+            self.schedule(m, self.COMMISSION_TESTING_AT - 10, fail)
+            return
+
+        def testing(sim: Simulator, mm: Machine) -> None:
+            sim._finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
+            sim.set_status(mm, S.TESTING)
+            sim.event(mm, "INFO", "Running test", "smartctl-validate on sda")
+            sim._script_set(mm, 2, passed=None)
+
+        def ready(sim: Simulator, mm: Machine) -> None:
+            sim._finish_script_set(mm, 2, passed=True, output=b"smartctl-validate: PASSED\n")
+            mm.commissioned = True
+            if not params.get("skip_networking"):
+                sim.reset_networking(mm)
+            mm.owner = None
+            mm.power_state = "off"
+            sim.set_status(mm, S.READY)
+            sim.event(mm, "INFO", "Ready", "")
+
+        self.schedule(m, self.COMMISSION_TESTING_AT, testing)
+        self.schedule(m, self.COMMISSION_READY_AT, ready)
+        self.schedule(m, NODE_TIMEOUT, self.timeout_step(S.COMMISSIONING, 30))
+
+    def _power_failure(self, m: Machine) -> None:
+        m.power_state = "error"
+        self.event(
+            m,
+            "ERROR",
+            "Failed to power on node",
+            "Power on for the node failed: Failed talking to node's BMC: "
+            f"Unable to establish IPMI v2 / RMCP+ session ({m.power_address or 'no address'})",
+        )
+        self.mark_failed(m, "Failed to power on node")
+
+    def deploy(self, m: Machine, user: User, params: dict[str, Any]) -> None:
+        if m.status == S.READY:
+            m.owner = user.username
+            self.set_status(m, S.ALLOCATED)
+        elif m.status == S.ALLOCATED:
+            if m.owner != user.username:
+                raise conflict("Can't allocate a machine belonging to another user.")
+        else:
+            raise conflict(f"Can't deploy a machine that is in the '{m.status.label}' state")
+        ordinal = m.next_count("deploy")
+        self.start_op(m, "deploy")
+        m.osystem = "ubuntu"
+        m.distro_series = params["distro_series"]
+        m.hwe_kernel = params.get("hwe_kernel") or None
+        m.user_data = params.get("user_data")
+        m.enable_hw_sync = bool(params.get("enable_hw_sync"))
+        m.sync_interval = 900 if m.enable_hw_sync else None
+        m.error_description = ""
+        self.set_status(m, S.DEPLOYING)
+        self.event(m, "DEBUG", "User starting deployment", "", user.username)
+        m.power_state = "on"
+        self._script_set(m, 1, passed=None)
+        if m.faults.bmc_unreachable:
+            m.power_state = "error"
+            self.schedule(m, 3, lambda sim, mm: sim._power_failure(mm))
+            return
+        self.schedule(m, NODE_TIMEOUT, self.timeout_step(S.DEPLOYING, 30))
+        if ordinal in m.faults.deploy_curtin_failure:
+            self._steps(m, self.DEPLOY_STEPS, until=90)
+
+            def curtin_fail(sim: Simulator, mm: Machine) -> None:
+                sim.event(mm, "ERROR", "Node installation failure", "'curtin' command install")
+                sim._finish_script_set(
+                    mm, 1, passed=False,
+                    output=b"curtin: Installation failed with exception: Unexpected error while "
+                    b"running command.\nCommand: ['sgdisk', '--zap-all', '/dev/sda']\n",
+                )  # fmt: skip
+                sim.mark_failed(
+                    mm, "Installation failed (refer to the installation log for more information)."
+                )
+
+            self.schedule(m, 120, curtin_fail)
+            return
+        self._steps(m, self.DEPLOY_STEPS, until=1e9)
+        self.schedule(
+            m,
+            200,
+            lambda sim, mm: sim._finish_script_set(
+                mm, 1, passed=True, output=b"curtin: Installation finished.\n"
+            ),
+        )
+        if ordinal in m.faults.deploy_datasource_failure:
+            # The installed OS never reaches the MAAS datasource: no user-data request, so MAAS
+            # never marks it Deployed; the node timeout fires 30 minutes after deploy started.
+            self.schedule(
+                m,
+                self.DEPLOY_FIRST_BOOT_AT,
+                lambda sim, mm: sim.event(
+                    mm, "DEBUG", "Node installation",
+                    "'cloudinit' searching for network data from DataSourceMAAS",
+                ),
+            )  # fmt: skip
+            return
+
+        def first_boot(sim: Simulator, mm: Machine) -> None:
+            # cloud-init of the installed OS asks for user-data: MAAS ends the deployment.
+            sim.set_status(mm, S.DEPLOYED)
+            sim.event(mm, "INFO", "Deployed", f"ubuntu/{mm.distro_series}")
+            mm.netboot = False
+            if mm.enable_hw_sync:
+                mm.last_sync = sim.now()
+            if sim.node_side is not None:
+                sim.node_side(sim, mm)  # the node side (enrollment call) plugs in here
+
+        self.schedule(m, self.DEPLOY_FIRST_BOOT_AT, first_boot)
+
+    def release(self, m: Machine, user: User, params: dict[str, Any]) -> None:
+        if m.status in (S.RELEASING, S.READY):
+            return
+        from maas_domain.maas.status import RELEASABLE
+
+        if m.status not in RELEASABLE:
+            raise conflict(f"Machine cannot be released in its current state ('{m.status.label}').")
+        erase = params.get("erase") or self.config["enable_disk_erasing_on_release"]
+        ordinal = m.next_count("release")
+        self.start_op(m, "release")
+        comment = params.get("comment") or ""
+        self.event(m, "DEBUG", "User releasing node", comment, user.username)
+        m.owner = None
+        m.owner_data = {}
+        m.osystem = m.distro_series = ""
+        m.hwe_kernel = None
+        m.enable_hw_sync, m.last_sync, m.sync_interval = False, None, None
+        m.user_data = None
+        if erase:
+            mode = (
+                "secure"
+                if params.get("secure_erase")
+                else "quick"
+                if params.get("quick_erase")
+                else "full"
+            )
+            self.set_status(m, S.DISK_ERASING)
+            self.event(m, "INFO", "Erasing disk", f"{mode} erase")
+            self._script_set(m, 3, passed=None)
+            self.schedule(m, NODE_TIMEOUT, self.timeout_step(S.DISK_ERASING, 30))
+            if m.faults.release_stuck:
+                return
+            if ordinal in m.faults.erase_failure:
+
+                def erase_fail(sim: Simulator, mm: Machine) -> None:
+                    sim._finish_script_set(
+                        mm,
+                        3,
+                        passed=False,
+                        output=b"wipe-disks: /dev/sda: secure erase failed: Input/output error\n",
+                    )
+                    sim.mark_failed(mm, "Failed to erase disks.")
+
+                self.schedule(m, self.ERASE_SECONDS[mode], erase_fail)
+                return
+
+            def erased(sim: Simulator, mm: Machine) -> None:
+                sim._finish_script_set(mm, 3, passed=True, output=b"wipe-disks: done\n")
+                sim.event(mm, "INFO", "Disks erased", "")
+                sim._to_releasing(mm)
+
+            self.schedule(m, self.ERASE_SECONDS[mode], erased)
+            return
+        self._to_releasing(m)
+
+    def _to_releasing(self, m: Machine) -> None:
+        self.set_status(m, S.RELEASING)
+        self.event(m, "INFO", "Releasing", "")
+        if m.faults.release_stuck:
+            self.schedule(m, RELEASE_TIMEOUT, self.timeout_step(S.RELEASING, 5))
+            return
+
+        def released(sim: Simulator, mm: Machine) -> None:
+            mm.power_state = "off"
+            sim.set_status(mm, S.READY if mm.commissioned else S.NEW)
+            sim.event(mm, "INFO", "Released", "")
+
+        if m.power_state in ("off", "unknown") or m.power_type == "manual":
+            released(self, m)
+        else:
+            self.schedule(m, self.RELEASE_POWER_OFF_AT, released)
+
+    def abort(self, m: Machine, user: User, comment: str) -> None:
+        targets = {
+            S.COMMISSIONING: (S.NEW, "Aborted commissioning"),
+            S.DEPLOYING: (S.ALLOCATED, "Aborted deployment"),
+            S.DISK_ERASING: (S.FAILED_DISK_ERASING, "Aborted disk erasing"),
+            S.TESTING: (m.previous_status, "Aborted testing"),
+        }
+        if m.status not in targets:
+            raise conflict(
+                f"Cannot abort in current state: node {m.system_id} is in state {m.status.label}."
+            )
+        target, message = targets[m.status]
+        self.start_op(m, "abort")
+        self.event(m, "INFO", message, comment, user.username)
+        m.power_state = "off"
+        self.set_status(m, target)
+
+    def mark_broken(self, m: Machine, user: User, comment: str) -> None:
+        if m.owner != user.username:
+            raise ApiError(403, "")
+        self.start_op(m, "mark_broken")
+        previous = m.status
+        m.owner = None
+        m.error_description = comment
+        self.event(m, "INFO", "Marking node broken", comment, user.username)
+        self.set_status(m, S.BROKEN)
+        m.previous_status = previous
+
+    def mark_fixed(self, m: Machine, user: User, comment: str) -> None:
+        if m.status != S.BROKEN:
+            raise conflict("Can't mark a non-broken node as 'Ready'.")
+        self.start_op(m, "mark_fixed")
+        m.error_description = ""
+        self.event(m, "INFO", "Marking node fixed", comment, user.username)
+        if m.previous_status == S.DEPLOYED:
+            self.set_status(m, S.DEPLOYED)
+        else:
+            m.osystem = m.distro_series = ""
+            self.set_status(m, S.READY)
+
+    def power(self, m: Machine, user: User, on: bool) -> None:
+        if m.faults.bmc_unreachable:
+            m.power_state = "error"
+            self.event(m, "WARNING", "Failed to query node's BMC", "connection timed out")
+            raise ApiError(
+                503,
+                f"{m.system_id}: Failed to power {'on' if on else 'off'} node: Failed talking to "
+                "node's BMC: Unable to establish IPMI v2 / RMCP+ session",
+            )
+        if on and m.owner is None:
+            raise conflict("Can't start node: it hasn't been allocated.")
+        m.power_state = "on" if on else "off"
+        self.event(m, "INFO", "Powering on" if on else "Powering off", "", user.username)
+        if on and m.faults.enlist_on_power_cycle:
+            m.faults.enlist_on_power_cycle = False
+
+    def query_power(self, m: Machine) -> str:
+        if m.faults.bmc_unreachable:
+            m.power_state = "error"
+            self.event(m, "WARNING", "Failed to query node's BMC", "connection timed out")
+            raise ApiError(503, f"{m.system_id}: Failed to query node's BMC: connection timed out")
+        return m.power_state
+
+    # -- serialisation -----------------------------------------------------------------------
+    def link_json(self, link: Link) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": link.id, "mode": link.mode}
+        if link.subnet_id is not None and link.subnet_id in self.subnets:
+            data["subnet"] = self.subnets[link.subnet_id].as_json()
+        if link.ip_address:
+            data["ip_address"] = link.ip_address
+        return data
+
+    def interface_json(self, m: Machine, iface: Interface) -> dict[str, Any]:
+        subnet = self.subnets.get(iface.subnet_id or -1)
+        return {
+            "system_id": m.system_id,
+            "id": iface.id,
+            "name": iface.name,
+            "type": "physical",
+            "vlan": subnet.vlan() if subnet else None,
+            "mac_address": iface.mac_address,
+            "parents": [],
+            "children": [],
+            "tags": [],
+            "enabled": iface.enabled,
+            "links": [self.link_json(link) for link in iface.links],
+            "params": "",
+            "discovered": None,
+            "effective_mtu": 1500,
+            "vendor": "Mellanox Technologies",
+            "product": "MT2892 Family [ConnectX-6 Dx]",
+            "firmware_version": "22.36.1010",
+            "link_connected": True,
+            "interface_speed": 100000,
+            "link_speed": 100000,
+            "numa_node": 0,
+            "sriov_max_vf": 0,
+            "resource_uri": f"{API_PREFIX}nodes/{m.system_id}/interfaces/{iface.id}/",
+        }
+
+    def machine_json(self, m: Machine) -> bytes:
+        """The machine as MAAS shows it, cached until the machine changes."""
+        if m._json is None:
+            m._json = json.dumps(self._machine_dict(m)).encode()
+        return m._json
+
+    def _machine_dict(self, m: Machine) -> dict[str, Any]:
+        ifaces = [self.interface_json(m, i) for i in m.interfaces]
+        ips = [link.ip_address for i in m.interfaces for link in i.links if link.ip_address]
+        next_sync = m.last_sync + m.sync_interval if m.last_sync and m.sync_interval else None
+        last = m.last_event
+        status_name = LABELS[m.status]
+        data: dict[str, Any] = {
+            "system_id": m.system_id,
+            "hostname": m.hostname,
+            "fqdn": f"{m.hostname}.maas",
+            "description": "",
+            "hardware_uuid": m.hardware_uuid,
+            "domain": {
+                "authoritative": True,
+                "ttl": None,
+                "is_default": True,
+                "name": "maas",
+                "resource_record_count": 0,
+                "id": 0,
+                "resource_uri": f"{API_PREFIX}domains/0/",
+            },
+            "owner": m.owner,
+            "owner_data": dict(m.owner_data),
+            "workload_annotations": dict(m.owner_data),
+            "locked": m.locked,
+            "architecture": m.architecture,
+            "min_hwe_kernel": "",
+            "hwe_kernel": m.hwe_kernel,
+            "osystem": m.osystem,
+            "distro_series": m.distro_series,
+            "ephemeral_deploy": False,
+            "cpu_count": m.cpu_count,
+            "cpu_speed": 2400,
+            "memory": m.memory,
+            "swap_size": None,
+            "storage": m.storage,
+            "status": int(m.status),
+            "status_name": status_name,
+            "status_message": last.message if last else None,
+            "status_action": last.type if last else None,
+            "error_description": m.error_description,
+            "netboot": m.netboot,
+            "power_type": m.power_type,
+            "power_state": m.power_state,
+            "tag_names": [],
+            "address_ttl": None,
+            "ip_addresses": ips,
+            "interface_set": ifaces,
+            "boot_interface": ifaces[0] if ifaces else None,
+            "zone": {"name": "default", "description": "", "id": 1, "resource_uri": f"{API_PREFIX}zones/default/"},
+            "pool": {"name": "default", "description": "", "id": 0, "resource_uri": f"{API_PREFIX}resourcepool/0/"},
+            "disable_ipv4": False,
+            "boot_disk": None,
+            "blockdevice_set": [],
+            "physicalblockdevice_set": [],
+            "virtualblockdevice_set": [],
+            "volume_groups": [],
+            "raids": [],
+            "cache_sets": [],
+            "bcaches": [],
+            "special_filesystems": [],
+            "default_gateways": {
+                "ipv4": {"gateway_ip": None, "link_id": None},
+                "ipv6": {"gateway_ip": None, "link_id": None},
+            },
+            "node_type": 0,
+            "node_type_name": "Machine",
+            "parent": None,
+            "current_commissioning_result_id": self._current_set_id(m, 0),
+            "current_testing_result_id": self._current_set_id(m, 2),
+            "current_installation_result_id": self._current_set_id(m, 1),
+            "hardware_info": {
+                "system_vendor": "Supermicro",
+                "system_product": "SYS-821GE-TNHR",
+                "system_family": "Unknown",
+                "system_version": "Unknown",
+                "system_sku": "Unknown",
+                "system_serial": m.hardware_uuid[-12:],
+                "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+                "mainboard_vendor": "Supermicro",
+                "mainboard_product": "X13DEG-OAD",
+                "mainboard_serial": "Unknown",
+                "mainboard_version": "Unknown",
+                "mainboard_firmware_vendor": "American Megatrends International, LLC.",
+                "mainboard_firmware_date": "Unknown",
+                "mainboard_firmware_version": "2.1",
+                "chassis_vendor": "Supermicro",
+                "chassis_type": "Rack Mount Chassis",
+                "chassis_serial": "Unknown",
+                "chassis_version": "Unknown",
+            },
+            "numanode_set": [
+                {"index": 0, "cores": list(range(m.cpu_count // 2)), "memory": m.memory // 2, "hugepages_set": []},
+                {"index": 1, "cores": list(range(m.cpu_count // 2, m.cpu_count)), "memory": m.memory // 2, "hugepages_set": []},
+            ],
+            "bios_boot_method": "uefi",
+            "last_sync": iso_ms(m.last_sync),
+            "next_sync": iso_ms(next_sync),
+            "sync_interval": m.sync_interval,
+            "enable_hw_sync": m.enable_hw_sync,
+            "pod": None,
+            "virtualmachine_id": None,
+            "resource_uri": f"{API_PREFIX}machines/{m.system_id}/",
+        }  # fmt: skip
+        for prefix in (
+            "commissioning",
+            "testing",
+            "cpu_test",
+            "memory_test",
+            "network_test",
+            "storage_test",
+            "other_test",
+            "interface_test",
+        ):
+            type_ = 0 if prefix == "commissioning" else 2
+            sets = [s for s in m.script_sets if s.type == type_]
+            status = sets[-1].status if sets else -1
+            data[f"{prefix}_status"] = status
+            data[f"{prefix}_status_name"] = SCRIPT_STATUS.get(status, "Unknown")
+        return data
+
+    def _current_set_id(self, m: Machine, type_: int) -> int | None:
+        sets = [s for s in m.script_sets if s.type == type_]
+        return sets[-1].id if sets else None
+
+    def script_set_json(self, m: Machine, ss: ScriptSet, include_output: bool) -> dict[str, Any]:
+        def runtime(r: ScriptResult) -> str:
+            if r.started is None or r.ended is None:
+                return ""
+            seconds = int(r.ended - r.started)
+            return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+        results = []
+        for r in ss.results:
+            item: dict[str, Any] = {
+                "id": r.id,
+                "created": rfc2822(ss.started),
+                "updated": rfc2822(r.ended or ss.started),
+                "name": r.name,
+                "status": r.status,
+                "status_name": SCRIPT_STATUS.get(r.status, "Unknown"),
+                "exit_status": r.exit_status,
+                "started": rfc2822(r.started),
+                "ended": rfc2822(r.ended),
+                "runtime": runtime(r),
+                "starttime": r.started,
+                "endtime": r.ended,
+                "estimated_runtime": "0:00:10",
+                "parameters": {},
+                "script_id": r.id,
+                "script_revision_id": r.id,
+                "suppressed": False,
+            }
+            if include_output:
+                encoded = base64.b64encode(r.output).decode()
+                item.update({"output": encoded, "stdout": encoded, "stderr": "", "result": ""})
+            results.append(item)
+        return {
+            "id": ss.id,
+            "system_id": m.system_id,
+            "type": ss.type,
+            "type_name": RESULT_TYPES[ss.type],
+            "last_ping": rfc2822(ss.ended or ss.started),
+            "status": ss.status,
+            "status_name": SCRIPT_STATUS.get(ss.status, "Unknown"),
+            "started": rfc2822(ss.started),
+            "ended": rfc2822(ss.ended),
+            "runtime": "",
+            "results": results,
+            "suppressed": False,
+            "resource_uri": f"{API_PREFIX}nodes/{m.system_id}/results/{ss.id}/",
+        }

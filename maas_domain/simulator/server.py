@@ -1,0 +1,291 @@
+"""HTTP server for the simulator: MAAS API under /MAAS/, control endpoint under /_sim/.
+
+Request faults (503/409 with Retry-After, 502, slow answers, dropping the response of a POST
+after applying it) are matched before dispatch; counters record every request by action,
+system id and status so tests can assert exactly which MAAS mutations happened.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from maas_domain.simulator import api
+from maas_domain.simulator.model import ApiError, MachineFaults, Simulator
+
+FAULT_KINDS = ("503", "409", "502", "slow", "drop_after_apply")
+
+
+@dataclass
+class RequestFault:
+    kind: str
+    count: int = 1
+    method: str | None = None
+    op: str | None = None
+    system_id: str | None = None
+    retry_after: int = 1
+    delay: float = 0.0  # real seconds, for "slow"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestFault:
+        fault = cls(**data)
+        if fault.kind not in FAULT_KINDS:
+            raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
+        return fault
+
+    def matches(self, method: str, op: str | None, path: str) -> bool:
+        return (
+            self.count > 0
+            and (self.method is None or self.method == method)
+            and (self.op is None or self.op == op)
+            and (self.system_id is None or f"/{self.system_id}/" in path)
+        )
+
+
+class SimState:
+    """The simulator plus request faults and counters."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.faults: list[RequestFault] = []
+        self.counters: Counter[tuple[str, str, str, int]] = Counter()
+        self.log: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def take_fault(self, method: str, op: str | None, path: str) -> RequestFault | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.matches(method, op, path):
+                    fault.count -= 1
+                    return fault
+        return None
+
+    def count(self, method: str, action: str, system_id: str, status: int) -> None:
+        with self.lock:
+            self.counters[(method, action, system_id, status)] += 1
+            if method != "GET":
+                self.log.append(
+                    {"method": method, "action": action, "system_id": system_id, "status": status}
+                )
+
+
+def _action_name(path: str, op: str | None, method: str) -> tuple[str, str]:
+    for res in api.RESOURCES:
+        m = res.regex.match(path)
+        if m:
+            sid = m.groupdict().get("system_id", "")
+            name = res.name.removesuffix("Handler").lower()
+            verb = op or {"GET": "read", "POST": "create", "PUT": "update", "DELETE": "delete"}.get(
+                method, method.lower()
+            )
+            return f"{name}.{verb}", sid
+    return "unknown", ""
+
+
+class Handler(BaseHTTPRequestHandler):
+    state: SimState
+    protocol_version = "HTTP/1.1"
+    server_version = "maas-simulator"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.handle_any("GET")
+
+    def do_POST(self) -> None:
+        self.handle_any("POST")
+
+    def do_PUT(self) -> None:
+        self.handle_any("PUT")
+
+    def do_DELETE(self) -> None:
+        self.handle_any("DELETE")
+
+    def send(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-MAAS-API-Hash", api.API_HASH)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def text(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self.send(status, message.encode(), "text/plain; charset=utf-8", headers)
+
+    def handle_any(self, method: str) -> None:
+        url = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if url.path.startswith("/_sim/"):
+            return self.control(method, url.path, body)
+        if url.path == "/MAAS/api/version/":
+            return self.text(200, "2.0")
+        if url.path.startswith("/MAAS/api/1.0/"):
+            return self.text(410, "The 1.0 API is no longer available. Please use API version 2.0.")
+        if url.path == api.API_PREFIX + "describe/":
+            host = self.headers.get("Host") or "%s:%s" % self.server.server_address[:2]
+            return self.send(200, json.dumps(api.describe(host)).encode(), "application/json")
+        if not url.path.startswith(api.API_PREFIX):
+            return self.text(404, f"Unknown API endpoint: {url.path}.")
+        query = parse_qs(url.query, keep_blank_values=True)
+        op = (query.get("op") or [None])[0]
+        action, sid = _action_name(url.path, op, method)
+        fault = self.state.take_fault(method, op, url.path)
+        if fault is not None and fault.kind == "slow":
+            time.sleep(fault.delay)
+            fault = None
+        if fault is not None and fault.kind in ("503", "409", "502"):
+            self.state.count(method, action, sid, int(fault.kind))
+            if fault.kind == "503":
+                return self.text(
+                    503,
+                    "Unable to connect to any rack controller.",
+                    {"Retry-After": str(fault.retry_after)},
+                )
+            if fault.kind == "409":
+                return self.send(409, b"<html><body><h1>Conflict</h1></body></html>", "text/html; charset=utf-8",
+                                 {"Retry-After": str(fault.retry_after)})  # fmt: skip
+            return self.send(
+                502, b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"
+            )
+        response = self.maas(method, url.path, query, body)
+        self.state.count(method, action, sid, response.status)
+        if fault is not None and fault.kind == "drop_after_apply":
+            self.close_connection = True  # applied, but the client never hears back
+            return None
+        return self.send(response.status, response.body, response.content_type, response.headers)
+
+    def maas(
+        self, method: str, path: str, query: dict[str, list[str]], body: bytes
+    ) -> api.Response:
+        sim = self.state.sim
+        with sim.lock:
+            try:
+                user = api.authenticate(sim, self.headers.get("Authorization"))
+                form = api.parse_form(self.headers.get("Content-Type", ""), body)
+                request = api.Request(method, path, query, form, self.headers.get("Host", ""), user)
+                sim.tick()
+                return api.dispatch(sim, request)
+            except ApiError as exc:
+                if exc.json_body:
+                    return api.Response(exc.status, json.dumps(exc.body).encode())
+                headers = {"WWW-Authenticate": 'OAuth realm="OAuth"'} if exc.status == 401 else {}
+                return api.Response(
+                    exc.status, str(exc.body).encode(), "text/plain; charset=utf-8", headers
+                )
+
+    # -- control endpoint ---------------------------------------------------------------------
+    def control(self, method: str, path: str, body: bytes) -> None:
+        from maas_domain.simulator import scenario
+
+        sim, state = self.state.sim, self.state
+        data = json.loads(body or b"{}")
+        parts = path.strip("/").split("/")[1:]
+        with sim.lock:
+            sim.tick()
+            if parts == ["state"]:
+                by_status = Counter(m.status.label for m in sim.machines.values())
+                return self.json({"machines": len(sim.machines), "by_status": by_status, "now": sim.now(),
+                                  "scale": sim.clock.scale})  # fmt: skip
+            if parts == ["clock", "advance"] and method == "POST":
+                sim.clock.advance(float(data["seconds"]))
+                sim.tick()
+                return self.json({"now": sim.now()})
+            if parts == ["machines"] and method == "POST":
+                return self.json({"system_ids": scenario.add_machines(sim, data["machines"])})
+            if len(parts) >= 2 and parts[0] == "machines":
+                m = sim.machines.get(parts[1])
+                if m is None:
+                    return self.json({"error": "no such machine"}, 404)
+                if len(parts) == 3 and parts[2] == "faults" and method == "POST":
+                    merged = {**m.faults.as_dict(), **data}
+                    m.faults = MachineFaults.from_dict(merged)
+                if len(parts) == 3 and parts[2] == "status" and method == "POST":
+                    sim.start_op(m, "forced")
+                    sim.set_status(m, api.S[data["status"].upper()])
+                    if "power_state" in data:
+                        m.power_state = data["power_state"]
+                if len(parts) == 3 and parts[2] == "user-data":
+                    return self.send(200, m.user_data or b"", "application/octet-stream")
+                return self.json({"system_id": m.system_id, "hostname": m.hostname, "status": m.status.label,
+                                  "power_state": m.power_state, "faults": m.faults.as_dict(),
+                                  "counts": m.counts})  # fmt: skip
+            if parts == ["faults"]:
+                if method == "POST":
+                    with state.lock:
+                        state.faults.extend(RequestFault.from_dict(f) for f in data["faults"])
+                elif method == "DELETE":
+                    with state.lock:
+                        state.faults.clear()
+                with state.lock:
+                    return self.json({"faults": [asdict(f) for f in state.faults]})
+            if parts == ["counters"]:
+                with state.lock:
+                    if method == "DELETE":
+                        state.counters.clear()
+                        state.log.clear()
+                    rows = [
+                        {
+                            "method": k[0],
+                            "action": k[1],
+                            "system_id": k[2],
+                            "status": k[3],
+                            "count": n,
+                        }
+                        for k, n in sorted(state.counters.items())
+                    ]
+                    return self.json({"counters": rows, "mutations": list(state.log)})
+            if parts == ["config"] and method == "POST":
+                sim.allow_duplicate_hostnames = bool(
+                    data.get("allow_duplicate_hostnames", sim.allow_duplicate_hostnames)
+                )
+                return self.json({"allow_duplicate_hostnames": sim.allow_duplicate_hostnames})
+        return self.json({"error": f"unknown control path {path}"}, 404)
+
+    def json(self, data: Any, status: int = 200) -> None:
+        self.send(status, json.dumps(data, default=str).encode(), "application/json")
+
+
+class SimulatorServer:
+    """Run a simulator on ``host:port`` (port 0 picks a free one) in a background thread."""
+
+    def __init__(self, sim: Simulator, *, host: str = "127.0.0.1", port: int = 0,
+                 faults: list[RequestFault] | None = None) -> None:  # fmt: skip
+        self.state = SimState(sim)
+        self.state.faults.extend(faults or [])
+        handler = type("BoundHandler", (Handler,), {"state": self.state})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def sim(self) -> Simulator:
+        return self.state.sim
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}/MAAS/"
+
+    def start(self) -> SimulatorServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
