@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -124,8 +125,9 @@ def parse_form(content_type: str, body: bytes) -> dict[str, list[str]]:
             name = part.get_param("name", header="content-disposition")
             if not name:
                 continue
-            payload = part.get_payload(decode=True) or b""
-            form.setdefault(str(name), []).append(payload.decode("utf-8", "replace"))
+            payload = part.get_payload(decode=True)
+            text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+            form.setdefault(str(name), []).append(text)
         return form
     if content_type.startswith("application/x-www-form-urlencoded"):
         return parse_qs(body.decode(), keep_blank_values=True)
@@ -286,9 +288,14 @@ def fabrics(sim: Simulator, req: Request) -> Any:
     for s in sim.subnets.values():
         fabric = seen.setdefault(
             s.fabric_id,
-            {"id": s.fabric_id, "name": f"fabric-{s.fabric_id}", "class_type": None, "vlans": [],
-             "resource_uri": f"{API_PREFIX}fabrics/{s.fabric_id}/"},
-        )  # fmt: skip
+            {
+                "id": s.fabric_id,
+                "name": f"fabric-{s.fabric_id}",
+                "class_type": None,
+                "vlans": [],
+                "resource_uri": f"{API_PREFIX}fabrics/{s.fabric_id}/",
+            },
+        )
         fabric["vlans"].append(s.vlan())
     return list(seen.values())
 
@@ -321,9 +328,15 @@ def rack_controllers(sim: Simulator, req: Request) -> Any:
         for n in ("http", "dhcpd", "rackd", "tftp")
     ]
     return [
-        {"system_id": "rack01", "hostname": "rack01", "node_type": 2, "node_type_name": "Rack controller",
-         "service_set": services, "resource_uri": f"{API_PREFIX}rackcontrollers/rack01/"}
-    ]  # fmt: skip
+        {
+            "system_id": "rack01",
+            "hostname": "rack01",
+            "node_type": 2,
+            "node_type_name": "Rack controller",
+            "service_set": services,
+            "resource_uri": f"{API_PREFIX}rackcontrollers/rack01/",
+        }
+    ]
 
 
 # -- handlers: machines -------------------------------------------------------------------------
@@ -430,10 +443,9 @@ def machines_create(sim: Simulator, req: Request) -> Response:
     sim.event(m, "DEBUG", "User adding node", "", req.user.username)
     commission = req.get("commission")
     if req.user.is_superuser and (commission is None or _bool_field(commission)):
-        try:
+        # MAAS ignores errors of the implicit commissioning (LP:1600328)
+        with contextlib.suppress(ApiError):
             sim.commission(m, req.user, {})
-        except ApiError:
-            pass  # MAAS ignores errors of the implicit commissioning (LP:1600328)
     return raw(sim.machine_json(m))
 
 
@@ -542,9 +554,13 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
     sim.deploy(
         m,
         req.user,
-        {"distro_series": series, "user_data": decoded, "hwe_kernel": req.get("hwe_kernel"),
-         "enable_hw_sync": req.flag("enable_hw_sync")},
-    )  # fmt: skip
+        {
+            "distro_series": series,
+            "user_data": decoded,
+            "hwe_kernel": req.get("hwe_kernel"),
+            "enable_hw_sync": req.flag("enable_hw_sync"),
+        },
+    )
     return raw(sim.machine_json(m))
 
 
@@ -554,9 +570,14 @@ def machine_release(sim: Simulator, req: Request) -> Response:
     sim.release(
         m,
         req.user,
-        {"erase": req.flag("erase"), "secure_erase": req.flag("secure_erase"),
-         "quick_erase": req.flag("quick_erase"), "force": req.flag("force"), "comment": req.get("comment")},
-    )  # fmt: skip
+        {
+            "erase": req.flag("erase"),
+            "secure_erase": req.flag("secure_erase"),
+            "quick_erase": req.flag("quick_erase"),
+            "force": req.flag("force"),
+            "comment": req.get("comment"),
+        },
+    )
     return raw(sim.machine_json(m))
 
 
@@ -669,7 +690,8 @@ def interface_read(sim: Simulator, req: Request) -> Any:
 def _editable(m: Machine, operation: str) -> None:
     if m.status not in INTERFACE_EDITABLE:
         raise conflict(
-            f"Cannot {operation} interface because the machine is not New, Ready, Allocated, or Broken."
+            f"Cannot {operation} interface because the machine is not "
+            "New, Ready, Allocated, or Broken."
         )
 
 
@@ -717,7 +739,9 @@ def interface_link_subnet(sim: Simulator, req: Request) -> Any:
             raise invalid(
                 {
                     "mode": [
-                        "Cannot configure interface to link up (with no IP address) while other links are already configured. Specify force=True to override this behavior and delete all links."
+                        "Cannot configure interface to link up (with no IP address) while other "
+                        "links are already configured. Specify force=True to override this "
+                        "behavior and delete all links."
                     ]
                 }
             )
@@ -776,9 +800,12 @@ def events_query(sim: Simulator, req: Request) -> Any:
     macs = {m.lower() for m in req.all("mac_address")}
     if ids or hostnames or macs:
         sids = {
-            m.system_id for m in sim.machines.values()
-            if m.system_id in ids or m.hostname in hostnames or macs & {i.mac_address for i in m.interfaces}
-        }  # fmt: skip
+            m.system_id
+            for m in sim.machines.values()
+            if m.system_id in ids
+            or m.hostname in hostnames
+            or macs & {i.mac_address for i in m.interfaces}
+        }
         pool = sorted(
             (e for sid in sids for e in sim.events_by_node.get(sid, [])), key=lambda e: e.id
         )
@@ -813,8 +840,19 @@ def events_query(sim: Simulator, req: Request) -> Any:
     }
 
 
-RESULT_TYPE_NAMES = {"commissioning": 0, "commission": 0, "0": 0, "installation": 1, "install": 1,
-                     "1": 1, "testing": 2, "test": 2, "2": 2, "release": 3, "3": 3}  # fmt: skip
+RESULT_TYPE_NAMES = {
+    "commissioning": 0,
+    "commission": 0,
+    "0": 0,
+    "installation": 1,
+    "install": 1,
+    "1": 1,
+    "testing": 2,
+    "test": 2,
+    "2": 2,
+    "release": 3,
+    "3": 3,
+}
 
 
 def results_list(sim: Simulator, req: Request) -> Any:
@@ -859,17 +897,33 @@ def A(name: str, method: str, op: str | None, fn: Handler, **kw: Any) -> Action:
 P = API_PREFIX
 RESOURCES = [
     Resource("VersionHandler", f"{P}version/", [A("read", "GET", None, version, anon=True)]),
-    Resource("UsersHandler", f"{P}users/", [A("read", "GET", None, users_list), A("whoami", "GET", "whoami", whoami)]),
-    Resource("AccountHandler", f"{P}account/", [A("list_authorisation_tokens", "GET", "list_authorisation_tokens", list_tokens)]),
+    Resource(
+        "UsersHandler",
+        f"{P}users/",
+        [A("read", "GET", None, users_list), A("whoami", "GET", "whoami", whoami)],
+    ),
+    Resource(
+        "AccountHandler",
+        f"{P}account/",
+        [A("list_authorisation_tokens", "GET", "list_authorisation_tokens", list_tokens)],
+    ),
     Resource("MaasHandler", f"{P}maas/", [A("get_config", "GET", "get_config", get_config)]),
-    Resource("BootResourcesHandler", f"{P}boot-resources/",
-             [A("read", "GET", None, boot_resources), A("is_importing", "GET", "is_importing", boot_is_importing)]),
+    Resource(
+        "BootResourcesHandler",
+        f"{P}boot-resources/",
+        [
+            A("read", "GET", None, boot_resources),
+            A("is_importing", "GET", "is_importing", boot_is_importing),
+        ],
+    ),
     Resource("SubnetsHandler", f"{P}subnets/", [A("read", "GET", None, subnets)]),
     Resource("SubnetHandler", f"{P}subnets/{{id}}/", [A("read", "GET", None, subnet_read)]),
     Resource("FabricsHandler", f"{P}fabrics/", [A("read", "GET", None, fabrics)]),
     Resource("ZonesHandler", f"{P}zones/", [A("read", "GET", None, zones)]),
     Resource("ResourcePoolsHandler", f"{P}resourcepools/", [A("read", "GET", None, pools)]),
-    Resource("RackControllersHandler", f"{P}rackcontrollers/", [A("read", "GET", None, rack_controllers)]),
+    Resource(
+        "RackControllersHandler", f"{P}rackcontrollers/", [A("read", "GET", None, rack_controllers)]
+    ),
     Resource(
         "MachinesHandler",
         f"{P}machines/",
@@ -899,13 +953,28 @@ RESOURCES = [
             A("power_off", "POST", "power_off", machine_power_off),
             A("query_power_state", "GET", "query_power_state", machine_query_power),
             A("power_parameters", "GET", "power_parameters", machine_power_parameters, admin=True),
-            A("set_storage_layout", "POST", "set_storage_layout", machine_set_storage_layout, admin=True),
-            A("set_workload_annotations", "POST", "set_workload_annotations", machine_set_annotations),
+            A(
+                "set_storage_layout",
+                "POST",
+                "set_storage_layout",
+                machine_set_storage_layout,
+                admin=True,
+            ),
+            A(
+                "set_workload_annotations",
+                "POST",
+                "set_workload_annotations",
+                machine_set_annotations,
+            ),
             A("set_owner_data", "POST", "set_owner_data", machine_set_annotations),
             A("get_token", "GET", "get_token", machine_get_token, admin=True),
         ],
     ),
-    Resource("InterfacesHandler", f"{P}nodes/{{system_id}}/interfaces/", [A("read", "GET", None, interfaces_list)]),
+    Resource(
+        "InterfacesHandler",
+        f"{P}nodes/{{system_id}}/interfaces/",
+        [A("read", "GET", None, interfaces_list)],
+    ),
     Resource(
         "InterfaceHandler",
         f"{P}nodes/{{system_id}}/interfaces/{{id}}/",
@@ -917,9 +986,17 @@ RESOURCES = [
         ],
     ),
     Resource("EventsHandler", f"{P}events/", [A("query", "GET", "query", events_query)]),
-    Resource("NodeScriptResultsHandler", f"{P}nodes/{{system_id}}/results/", [A("read", "GET", None, results_list)]),
-    Resource("NodeScriptResultHandler", f"{P}nodes/{{system_id}}/results/{{id}}/", [A("read", "GET", None, results_read)]),
-]  # fmt: skip
+    Resource(
+        "NodeScriptResultsHandler",
+        f"{P}nodes/{{system_id}}/results/",
+        [A("read", "GET", None, results_list)],
+    ),
+    Resource(
+        "NodeScriptResultHandler",
+        f"{P}nodes/{{system_id}}/results/{{id}}/",
+        [A("read", "GET", None, results_read)],
+    ),
+]
 
 
 def describe(host: str) -> dict[str, Any]:
@@ -945,9 +1022,10 @@ def describe(host: str) -> dict[str, Any]:
             ],
         }
 
-    resources, handlers = [], []
+    resources: list[dict[str, Any]] = []
+    handlers: list[dict[str, Any]] = []
     for res in RESOURCES:
-        auth = handler(res, res.name, anon=False)
+        auth: dict[str, Any] | None = handler(res, res.name, anon=False)
         anon = handler(res, res.anon_name, anon=True) if res.anon_name else None
         if res.name == "VersionHandler":
             anon, auth = handler(res, "VersionHandler", anon=True), None
@@ -970,9 +1048,11 @@ def dispatch(sim: Simulator, req: Request) -> Response:
         req.params = match.groupdict()
         op = req.get("op")
         anonymous = req.user is None
-        candidates = [
-            a for a in res.actions if a.method == req.method and a.op == op and a.anon == anonymous
-        ]
+        same = [a for a in res.actions if a.method == req.method and a.op == op]
+        # Authenticated callers may use anonymous actions too (version/); anonymous ones only those.
+        candidates = [a for a in same if a.anon == anonymous] or (
+            [] if anonymous else [a for a in same if a.anon]
+        )
         if anonymous and not candidates:
             if res.anon_name is None and not any(a.anon for a in res.actions):
                 raise ApiError(401, "Forbidden")

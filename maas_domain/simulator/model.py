@@ -35,7 +35,7 @@ LEVELS = {"AUDIT": 0, "DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRIT
 
 
 class Clock:
-    """Simulated wall clock: real time × scale, plus explicit jumps (``advance``)."""
+    """Simulated wall clock: real time * scale, plus explicit jumps (``advance``)."""
 
     def __init__(self, scale: float = 1.0) -> None:
         self.scale = scale
@@ -362,7 +362,7 @@ class Simulator:
     def __init__(self, *, scale: float = 1.0, seed: int = 0) -> None:
         self.lock = threading.RLock()
         self.clock = Clock(scale)
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)  # noqa: S311 (reproducible ids, not secrets)
         self.machines: dict[str, Machine] = {}
         self.order: list[str] = []  # machines by creation (MAAS lists by id)
         self.users: dict[str, User] = {}
@@ -472,11 +472,12 @@ class Simulator:
     def _steps(
         self, m: Machine, steps: tuple[tuple[int, str, str, str], ...], until: float
     ) -> None:
+        def emitter(level: str, type_: str, desc: str) -> Step:
+            return lambda sim, mm: sim.event(mm, level, type_, desc)
+
         for at, level, type_, desc in steps:
             if at <= until:
-                self.schedule(
-                    m, at, lambda sim, mm, lv=level, t=type_, d=desc: sim.event(mm, lv, t, d)
-                )
+                self.schedule(m, at, emitter(level, type_, desc))
 
     # -- machine creation -------------------------------------------------------------------
     def add_machine(
@@ -550,7 +551,7 @@ class Simulator:
         now = self.now()
         names = {
             0: ["00-maas-01-cpuinfo", "00-maas-04-lshw", "50-maas-01-commissioning"],
-            1: ["/tmp/install.log"],
+            1: ["/tmp/install.log"],  # noqa: S108 (the name MAAS gives the curtin log)
             2: ["smartctl-validate"],
             3: ["wipe-disks"],
         }[type_]
@@ -619,7 +620,8 @@ class Simulator:
                 )
                 sim.mark_failed(
                     mm,
-                    "Commissioning failed, cloud-init reported a failure (refer to the event log for more information)",
+                    "Commissioning failed, cloud-init reported a failure "
+                    "(refer to the event log for more information)",
                 )
                 mm.power_state = "off"
 
@@ -690,10 +692,12 @@ class Simulator:
             def curtin_fail(sim: Simulator, mm: Machine) -> None:
                 sim.event(mm, "ERROR", "Node installation failure", "'curtin' command install")
                 sim._finish_script_set(
-                    mm, 1, passed=False,
+                    mm,
+                    1,
+                    passed=False,
                     output=b"curtin: Installation failed with exception: Unexpected error while "
                     b"running command.\nCommand: ['sgdisk', '--zap-all', '/dev/sda']\n",
-                )  # fmt: skip
+                )
                 sim.mark_failed(
                     mm, "Installation failed (refer to the installation log for more information)."
                 )
@@ -715,10 +719,12 @@ class Simulator:
                 m,
                 self.DEPLOY_FIRST_BOOT_AT,
                 lambda sim, mm: sim.event(
-                    mm, "DEBUG", "Node installation",
+                    mm,
+                    "DEBUG",
+                    "Node installation",
                     "'cloudinit' searching for network data from DataSourceMAAS",
                 ),
-            )  # fmt: skip
+            )
             return
 
         def first_boot(sim: Simulator, mm: Machine) -> None:
@@ -960,8 +966,18 @@ class Simulator:
             "ip_addresses": ips,
             "interface_set": ifaces,
             "boot_interface": ifaces[0] if ifaces else None,
-            "zone": {"name": "default", "description": "", "id": 1, "resource_uri": f"{API_PREFIX}zones/default/"},
-            "pool": {"name": "default", "description": "", "id": 0, "resource_uri": f"{API_PREFIX}resourcepool/0/"},
+            "zone": {
+                "name": "default",
+                "description": "",
+                "id": 1,
+                "resource_uri": f"{API_PREFIX}zones/default/",
+            },
+            "pool": {
+                "name": "default",
+                "description": "",
+                "id": 0,
+                "resource_uri": f"{API_PREFIX}resourcepool/0/",
+            },
             "disable_ipv4": False,
             "boot_disk": None,
             "blockdevice_set": [],
@@ -1003,8 +1019,18 @@ class Simulator:
                 "chassis_version": "Unknown",
             },
             "numanode_set": [
-                {"index": 0, "cores": list(range(m.cpu_count // 2)), "memory": m.memory // 2, "hugepages_set": []},
-                {"index": 1, "cores": list(range(m.cpu_count // 2, m.cpu_count)), "memory": m.memory // 2, "hugepages_set": []},
+                {
+                    "index": 0,
+                    "cores": list(range(m.cpu_count // 2)),
+                    "memory": m.memory // 2,
+                    "hugepages_set": [],
+                },
+                {
+                    "index": 1,
+                    "cores": list(range(m.cpu_count // 2, m.cpu_count)),
+                    "memory": m.memory // 2,
+                    "hugepages_set": [],
+                },
             ],
             "bios_boot_method": "uefi",
             "last_sync": iso_ms(m.last_sync),
@@ -1014,7 +1040,7 @@ class Simulator:
             "pod": None,
             "virtualmachine_id": None,
             "resource_uri": f"{API_PREFIX}machines/{m.system_id}/",
-        }  # fmt: skip
+        }
         for prefix in (
             "commissioning",
             "testing",

@@ -13,12 +13,24 @@ from maas_domain.maas.status import NodeStatus
 from maas_domain.simulator.model import BootResource, MachineFaults, Simulator, Subnet, User
 from maas_domain.simulator.server import RequestFault
 
-DEFAULT_SUBNETS = [
-    {"id": 1, "name": "pxe", "cidr": "10.20.0.0/16", "vlan_id": 5001, "fabric_id": 1,
-     "gateway_ip": "10.20.0.1"},
-    {"id": 2, "name": "storage", "cidr": "10.30.0.0/24", "vlan_id": 5002, "fabric_id": 2,
-     "gateway_ip": None},
-]  # fmt: skip
+DEFAULT_SUBNETS: list[dict[str, Any]] = [
+    {
+        "id": 1,
+        "name": "pxe",
+        "cidr": "10.20.0.0/16",
+        "vlan_id": 5001,
+        "fabric_id": 1,
+        "gateway_ip": "10.20.0.1",
+    },
+    {
+        "id": 2,
+        "name": "storage",
+        "cidr": "10.30.0.0/24",
+        "vlan_id": 5002,
+        "fabric_id": 2,
+        "gateway_ip": None,
+    },
+]
 DEFAULT_BOOT_RESOURCES = [
     {"name": "ubuntu/jammy", "architecture": "amd64/ga-22.04"},
     {"name": "ubuntu/noble", "architecture": "amd64/ga-24.04"},
@@ -67,8 +79,14 @@ def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
     return added
 
 
-def generate(sim: Simulator, *, count: int, status: str = "ready", prefix: str = "gen",
-             ipmi_network: str = "10.200.0.0/16") -> None:  # fmt: skip
+def generate(
+    sim: Simulator,
+    *,
+    count: int,
+    status: str = "ready",
+    prefix: str = "gen",
+    ipmi_network: str = "10.200.0.0/16",
+) -> None:
     hosts = ipaddress.ip_network(ipmi_network).hosts()
     add_machines(
         sim,
@@ -99,8 +117,10 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
     for u in users:
         ck, tk, ts = u["api_key"].split(":")
         sim.users[u["username"]] = User(u["username"], bool(u.get("is_superuser")), ck, tk, ts)
-    for s in data.get("subnets") or DEFAULT_SUBNETS:
-        sim.subnets[s["id"]] = Subnet(**s)
+    subnet_specs: list[dict[str, Any]] = data.get("subnets") or DEFAULT_SUBNETS
+    for spec in subnet_specs:
+        subnet = Subnet(**spec)
+        sim.subnets[subnet.id] = subnet
     for i, b in enumerate(data.get("boot_resources") or DEFAULT_BOOT_RESOURCES, start=1):
         sim.boot_resources.append(BootResource(id=i, **b))
     config = dict(data.get("config") or {})

@@ -75,6 +75,8 @@ class KV2State:
 class _Handler(BaseHTTPRequestHandler):
     state: KV2State
     protocol_version = "HTTP/1.1"
+    wbufsize = 1 << 16
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

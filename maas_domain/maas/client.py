@@ -1,0 +1,502 @@
+"""The MAAS client: one typed method per operation the workflows need.
+
+Wire format as real clients send it (maas-api.md §2, §12): OAuth1 PLAINTEXT with an empty
+consumer secret, ``op=`` in the query string, multipart bodies with base64 parts, trailing
+slashes, JSON answers. Every request has connect and read timeouts, is counted and timed per
+operation and outcome, and is logged with site, system_id and the correlation id (never with
+parameters: some carry power passwords or user data).
+
+Retries: only safe reads (GET) are retried, on ``MaasTransient``, with capped exponential
+backoff and full jitter, honouring Retry-After. Mutations are sent once; on a transient failure
+the caller gets ``MaasTransient(maybe_applied=...)`` and must read the machine back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
+from requests_oauthlib import OAuth1
+
+from maas_domain.maas import types
+from maas_domain.maas.errors import MaasError, MaasTransient, classify
+from maas_domain.maas.metrics import STATS, CallStats
+
+log = logging.getLogger("maas.client")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    consumer_key: str
+    token_key: str
+    token_secret: str
+
+    @classmethod
+    def parse(cls, api_key: str) -> Credentials:
+        parts = api_key.strip().split(":")
+        if len(parts) != 3 or not all(parts):
+            raise ValueError("a MAAS API key is consumer_key:token_key:token_secret")
+        return cls(*parts)
+
+    def __repr__(self) -> str:
+        return f"Credentials(consumer_key={self.consumer_key!r}, token_key=…, token_secret=…)"
+
+
+def api_root(url: str) -> str:
+    """``http://h:5240/MAAS`` or ``…/MAAS/`` or ``…/MAAS/api/2.0/`` → ``…/MAAS/api/2.0/``."""
+    url = url.rstrip("/") + "/"
+    if not urlsplit(url).path.rstrip("/").endswith("/api/2.0"):
+        url += "api/2.0/"
+    return url
+
+
+def encode_multipart(fields: Sequence[tuple[str, str]]) -> tuple[bytes, str]:
+    """multipart/form-data with every part base64-encoded, as python-libmaas and Drydock do."""
+    boundary = "maascp" + "".join(random.choices("0123456789abcdef", k=24))  # noqa: S311
+    lines: list[bytes] = []
+    for name, value in fields:
+        lines += [
+            f"--{boundary}".encode(),
+            f'Content-Disposition: form-data; name="{name}"'.encode(),
+            b'Content-Type: text/plain; charset="utf-8"',
+            b"Content-Transfer-Encoding: base64",
+            b"",
+            base64.b64encode(value.encode()),
+        ]
+    lines += [f"--{boundary}--".encode(), b""]
+    return b"\r\n".join(lines), f"multipart/form-data; boundary={boundary}"
+
+
+def _b(value: bool) -> str:
+    return "true" if value else "false"
+
+
+class MaasClient:
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        *,
+        site: str = "",
+        verify_tls: bool = True,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        read_attempts: int = 4,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 10.0,
+        retry_after_cap: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        stats: CallStats = STATS,
+    ) -> None:
+        self.root = api_root(url)
+        self.site = site
+        self.timeout = (connect_timeout, read_timeout)
+        self.read_attempts = max(read_attempts, 1)
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.retry_after_cap = retry_after_cap
+        self.sleep = sleep
+        self.stats = stats
+        creds = Credentials.parse(api_key)
+        self.session = requests.Session()
+        self.session.verify = verify_tls
+        self.session.headers["Accept"] = "application/json"
+        self.session.auth = OAuth1(
+            creds.consumer_key,
+            client_secret="",
+            resource_owner_key=creds.token_key,
+            resource_owner_secret=creds.token_secret,
+            signature_method=SIGNATURE_PLAINTEXT,
+        )
+
+    def close(self) -> None:
+        self.session.close()
+
+    # -- transport ------------------------------------------------------------------------------
+    def _send(
+        self,
+        operation: str,
+        method: str,
+        path: str,
+        *,
+        op: str | None = None,
+        query: Sequence[tuple[str, str]] = (),
+        form: Sequence[tuple[str, str]] = (),
+        system_id: str = "",
+    ) -> Any:
+        params = [("op", op)] if op else []
+        params += list(query)
+        body, content_type = encode_multipart(form) if method in ("POST", "PUT") else (None, None)
+        headers = {"Content-Type": content_type} if content_type else {}
+        attempts = self.read_attempts if method == "GET" else 1
+        for attempt in range(1, attempts + 1):
+            started = time.monotonic()
+            try:
+                response = self.session.request(
+                    method,
+                    self.root + path,
+                    params=params,
+                    data=body,
+                    headers=headers,
+                    timeout=self.timeout,
+                )
+                if response.status_code >= 400:
+                    raise classify(
+                        response.status_code,
+                        response.headers,
+                        response.content,
+                        operation=operation,
+                        system_id=system_id,
+                    )
+            except requests.RequestException as exc:
+                not_sent = isinstance(exc, requests.ConnectTimeout) or (
+                    isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
+                )
+                error: MaasError = MaasTransient(
+                    f"{type(exc).__name__} talking to MAAS for {operation}",
+                    operation=operation,
+                    system_id=system_id,
+                    maybe_applied=not not_sent,
+                )
+                self._record(operation, error.kind, started, system_id, attempt, None)
+                if attempt < attempts:
+                    self.sleep(self._backoff(attempt, None))
+                    continue
+                raise error from exc
+            except MaasError as error:
+                self._record(operation, error.kind, started, system_id, attempt, error.status)
+                retry_after = error.retry_after if isinstance(error, MaasTransient) else None
+                if isinstance(error, MaasTransient) and attempt < attempts:
+                    self.sleep(self._backoff(attempt, retry_after))
+                    continue
+                raise
+            self._record(operation, "ok", started, system_id, attempt, response.status_code)
+            if response.status_code == 204 or not response.content:
+                return None
+            if response.headers.get("Content-Type", "").split(";")[0].endswith("json"):
+                return response.json()
+            return response.content
+        raise AssertionError("unreachable")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_cap)
+        ceiling = min(self.backoff_cap, self.backoff_base * (2 ** (attempt - 1)))
+        return random.uniform(0, ceiling)  # noqa: S311 (jitter, not crypto)
+
+    def _record(
+        self,
+        operation: str,
+        outcome: str,
+        started: float,
+        system_id: str,
+        attempt: int,
+        status: int | None,
+    ) -> None:
+        seconds = time.monotonic() - started
+        self.stats.record(operation, outcome, seconds)
+        log.log(
+            logging.INFO
+            if outcome != "ok" or not operation.startswith(("get", "list"))
+            else logging.DEBUG,
+            "maas %s %s",
+            operation,
+            outcome,
+            extra={
+                "site": self.site,
+                "maas_operation": operation,
+                "maas_system_id": system_id or None,
+                "outcome": outcome,
+                "http_status": status,
+                "attempt": attempt,
+                "duration_ms": round(seconds * 1000, 1),
+            },
+        )
+
+    # -- site level -----------------------------------------------------------------------------
+    def version(self) -> types.Version:
+        return types.Version.from_json(self._send("get_version", "GET", "version/"))
+
+    def whoami(self) -> types.User:
+        return types.User.from_json(self._send("get_whoami", "GET", "users/", op="whoami"))
+
+    def subnets(self) -> list[types.Subnet]:
+        return [types.Subnet.from_json(s) for s in self._send("list_subnets", "GET", "subnets/")]
+
+    def boot_resources(self) -> list[types.BootResource]:
+        data = self._send("list_boot_resources", "GET", "boot-resources/")
+        return [types.BootResource.from_json(b) for b in data]
+
+    def get_config(self, name: str) -> Any:
+        return self._send("get_config", "GET", "maas/", op="get_config", query=[("name", name)])
+
+    # -- machines -------------------------------------------------------------------------------
+    def list_machines(
+        self,
+        *,
+        hostnames: Iterable[str] = (),
+        mac_addresses: Iterable[str] = (),
+        system_ids: Iterable[str] = (),
+        statuses: Iterable[str] = (),
+    ) -> list[types.Machine]:
+        query = (
+            [("hostname", h) for h in hostnames]
+            + [("mac_address", m) for m in mac_addresses]
+            + [("id", s) for s in system_ids]
+            + [("status", s) for s in statuses]
+        )
+        data = self._send("list_machines", "GET", "machines/", query=query)
+        return [types.Machine.from_json(m) for m in data]
+
+    def get_machine(self, system_id: str) -> types.Machine:
+        data = self._send("get_machine", "GET", f"machines/{system_id}/", system_id=system_id)
+        return types.Machine.from_json(data)
+
+    def power_addresses(self, system_ids: Iterable[str] = ()) -> dict[str, str]:
+        """system_id → BMC address. Other power parameters (passwords) are dropped here."""
+        data = self._send(
+            "list_power_parameters",
+            "GET",
+            "machines/",
+            op="power_parameters",
+            query=[("id", s) for s in system_ids],
+        )
+        return {sid: str(p.get("power_address", "")) for sid, p in (data or {}).items()}
+
+    def create_machine(
+        self,
+        *,
+        hostname: str,
+        mac_addresses: Sequence[str],
+        power_parameters: dict[str, str],
+        architecture: str = "amd64/generic",
+        power_type: str = "ipmi",
+        commission: bool = False,
+    ) -> types.Machine:
+        form = [("hostname", hostname), ("architecture", architecture), ("power_type", power_type)]
+        form += [("mac_addresses", m) for m in mac_addresses]
+        form += [("power_parameters", json.dumps(power_parameters, sort_keys=True))]
+        form += [("commission", _b(commission))]
+        data = self._send("create_machine", "POST", "machines/", form=form)
+        return types.Machine.from_json(data)
+
+    def delete_machine(self, system_id: str) -> None:
+        self._send("delete_machine", "DELETE", f"machines/{system_id}/", system_id=system_id)
+
+    def _machine_op(
+        self, op: str, system_id: str, form: Sequence[tuple[str, str]] = ()
+    ) -> types.Machine:
+        data = self._send(
+            op, "POST", f"machines/{system_id}/", op=op, form=form, system_id=system_id
+        )
+        return types.Machine.from_json(data)
+
+    def commission(
+        self,
+        system_id: str,
+        *,
+        enable_ssh: bool = False,
+        skip_bmc_config: bool = False,
+        skip_networking: bool = False,
+        skip_storage: bool = False,
+        commissioning_scripts: Sequence[str] = (),
+        testing_scripts: Sequence[str] = (),
+    ) -> types.Machine:
+        form = [
+            ("enable_ssh", "1" if enable_ssh else "0"),
+            ("skip_bmc_config", "1" if skip_bmc_config else "0"),
+            ("skip_networking", "1" if skip_networking else "0"),
+            ("skip_storage", "1" if skip_storage else "0"),
+        ]
+        if commissioning_scripts:
+            form.append(("commissioning_scripts", ",".join(commissioning_scripts)))
+        if testing_scripts:
+            form.append(("testing_scripts", ",".join(testing_scripts)))
+        return self._machine_op("commission", system_id, form)
+
+    def deploy(
+        self,
+        system_id: str,
+        *,
+        distro_series: str,
+        user_data: bytes | None = None,
+        hwe_kernel: str | None = None,
+        enable_hw_sync: bool = False,
+        comment: str | None = None,
+    ) -> types.Machine:
+        form = [("distro_series", distro_series)]
+        if user_data is not None:
+            form.append(("user_data", base64.b64encode(user_data).decode()))
+        if hwe_kernel:
+            form.append(("hwe_kernel", hwe_kernel))
+        if enable_hw_sync:
+            form.append(("enable_hw_sync", "true"))
+        if comment:
+            form.append(("comment", comment))
+        return self._machine_op("deploy", system_id, form)
+
+    def release(
+        self,
+        system_id: str,
+        *,
+        erase: bool = False,
+        secure_erase: bool = False,
+        quick_erase: bool = False,
+        force: bool = False,
+        comment: str | None = None,
+    ) -> types.Machine:
+        form = [
+            ("erase", _b(erase)),
+            ("secure_erase", _b(secure_erase)),
+            ("quick_erase", _b(quick_erase)),
+        ]
+        if force:
+            form.append(("force", "true"))
+        if comment:
+            form.append(("comment", comment))
+        return self._machine_op("release", system_id, form)
+
+    def abort(self, system_id: str, *, comment: str | None = None) -> types.Machine:
+        return self._machine_op("abort", system_id, [("comment", comment)] if comment else [])
+
+    def mark_broken(self, system_id: str, *, comment: str | None = None) -> types.Machine:
+        return self._machine_op("mark_broken", system_id, [("comment", comment)] if comment else [])
+
+    def mark_fixed(self, system_id: str, *, comment: str | None = None) -> types.Machine:
+        return self._machine_op("mark_fixed", system_id, [("comment", comment)] if comment else [])
+
+    def power_on(self, system_id: str, *, comment: str | None = None) -> types.Machine:
+        return self._machine_op("power_on", system_id, [("comment", comment)] if comment else [])
+
+    def power_off(self, system_id: str, *, stop_mode: str = "hard") -> types.Machine | None:
+        data = self._send(
+            "power_off",
+            "POST",
+            f"machines/{system_id}/",
+            op="power_off",
+            form=[("stop_mode", stop_mode)],
+            system_id=system_id,
+        )
+        return types.Machine.from_json(data) if data else None
+
+    def query_power_state(self, system_id: str) -> str:
+        data = self._send(
+            "get_power_state",
+            "GET",
+            f"machines/{system_id}/",
+            op="query_power_state",
+            system_id=system_id,
+        )
+        return str(data["state"])
+
+    def set_storage_layout(self, system_id: str, layout: str, **options: str) -> types.Machine:
+        form = [("storage_layout", layout), *sorted(options.items())]
+        return self._machine_op("set_storage_layout", system_id, form)
+
+    # -- interfaces -----------------------------------------------------------------------------
+    def interfaces(self, system_id: str) -> list[types.Interface]:
+        data = self._send(
+            "list_interfaces", "GET", f"nodes/{system_id}/interfaces/", system_id=system_id
+        )
+        return [types.Interface.from_json(i) for i in data]
+
+    def link_subnet(
+        self,
+        system_id: str,
+        interface_id: int,
+        *,
+        mode: str,
+        subnet: int | str,
+        ip_address: str | None = None,
+        default_gateway: bool = False,
+        force: bool = False,
+    ) -> types.Interface:
+        form = [("mode", mode.lower()), ("subnet", str(subnet))]
+        if ip_address:
+            form.append(("ip_address", ip_address))
+        if default_gateway:
+            form.append(("default_gateway", "true"))
+        if force:
+            form.append(("force", "true"))
+        data = self._send(
+            "link_subnet",
+            "POST",
+            f"nodes/{system_id}/interfaces/{interface_id}/",
+            op="link_subnet",
+            form=form,
+            system_id=system_id,
+        )
+        return types.Interface.from_json(data)
+
+    def unlink_subnet(self, system_id: str, interface_id: int, link_id: int) -> types.Interface:
+        data = self._send(
+            "unlink_subnet",
+            "POST",
+            f"nodes/{system_id}/interfaces/{interface_id}/",
+            op="unlink_subnet",
+            form=[("id", str(link_id))],
+            system_id=system_id,
+        )
+        return types.Interface.from_json(data)
+
+    # -- diagnostics ----------------------------------------------------------------------------
+    def events(
+        self,
+        *,
+        system_ids: Iterable[str] = (),
+        hostnames: Iterable[str] = (),
+        level: str = "INFO",
+        limit: int = 100,
+        before: int | None = None,
+        after: int | None = None,
+    ) -> types.EventPage:
+        query = [("level", level), ("limit", str(limit))]
+        query += [("id", s) for s in system_ids] + [("hostname", h) for h in hostnames]
+        if before is not None:
+            query.append(("before", str(before)))
+        if after is not None:
+            query.append(("after", str(after)))
+        sid = next(iter(system_ids), "") if isinstance(system_ids, list | tuple) else ""
+        data = self._send("list_events", "GET", "events/", op="query", query=query, system_id=sid)
+        events = tuple(types.Event.from_json(e) for e in data["events"])
+        return types.EventPage(
+            events=events,
+            newest_id=events[0].id if events else None,
+            oldest_id=events[-1].id if events else None,
+        )
+
+    def script_results(
+        self, system_id: str, *, result_type: str | None = None, include_output: bool = False
+    ) -> list[types.ScriptSet]:
+        query = [("type", result_type)] if result_type else []
+        if include_output:
+            query.append(("include_output", "1"))
+        data = self._send(
+            "list_script_results",
+            "GET",
+            f"nodes/{system_id}/results/",
+            query=query,
+            system_id=system_id,
+        )
+        return [types.ScriptSet.from_json(s) for s in data]
+
+    def installation_output(self, system_id: str) -> str:
+        """The curtin install log of the current installation (empty if there is none)."""
+        data = self._send(
+            "get_installation_output",
+            "GET",
+            f"nodes/{system_id}/results/current-installation/",
+            query=[("include_output", "1")],
+            system_id=system_id,
+        )
+        results = types.ScriptSet.from_json(data).results
+        return "\n".join(r.output for r in results)

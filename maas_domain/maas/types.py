@@ -1,0 +1,232 @@
+"""Typed answers from MAAS. Each ``from_json`` reads exactly the fields the product uses."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from maas_domain.maas.status import NodeStatus
+
+
+def _iso(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Version:
+    version: str
+    subversion: str
+    capabilities: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Version:
+        return cls(d.get("version", ""), d.get("subversion", ""), tuple(d.get("capabilities", ())))
+
+
+@dataclass(frozen=True)
+class User:
+    username: str
+    email: str
+    is_superuser: bool
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> User:
+        return cls(d["username"], d.get("email", ""), bool(d.get("is_superuser")))
+
+
+@dataclass(frozen=True)
+class Subnet:
+    id: int
+    name: str
+    cidr: str
+    vlan_id: int | None
+    gateway_ip: str | None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Subnet:
+        vlan = d.get("vlan") or {}
+        return cls(d["id"], d.get("name", ""), d["cidr"], vlan.get("id"), d.get("gateway_ip"))
+
+
+@dataclass(frozen=True)
+class Link:
+    id: int
+    mode: str
+    subnet: Subnet | None
+    ip_address: str | None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Link:
+        subnet = Subnet.from_json(d["subnet"]) if d.get("subnet") else None
+        return cls(d["id"], d.get("mode", ""), subnet, d.get("ip_address"))
+
+
+@dataclass(frozen=True)
+class Interface:
+    id: int
+    name: str
+    mac_address: str
+    enabled: bool
+    links: tuple[Link, ...]
+    vlan_id: int | None
+    fabric_id: int | None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Interface:
+        vlan = d.get("vlan") or {}
+        return cls(
+            id=d["id"],
+            name=d["name"],
+            mac_address=d.get("mac_address", ""),
+            enabled=bool(d.get("enabled", True)),
+            links=tuple(Link.from_json(link) for link in d.get("links") or []),
+            vlan_id=vlan.get("id"),
+            fabric_id=vlan.get("fabric_id"),
+        )
+
+
+@dataclass(frozen=True)
+class Machine:
+    system_id: str
+    hostname: str
+    status: NodeStatus
+    status_name: str
+    status_message: str
+    error_description: str
+    power_state: str
+    power_type: str
+    architecture: str
+    osystem: str
+    distro_series: str
+    owner: str | None
+    interfaces: tuple[Interface, ...]
+    boot_interface_id: int | None
+    ip_addresses: tuple[str, ...]
+    enable_hw_sync: bool
+    last_sync: datetime | None
+    next_sync: datetime | None
+    sync_interval: int | None
+    hardware_uuid: str
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Machine:
+        boot = d.get("boot_interface") or {}
+        return cls(
+            system_id=d["system_id"],
+            hostname=d["hostname"],
+            status=NodeStatus(d["status"]),
+            status_name=d.get("status_name", ""),
+            status_message=d.get("status_message") or "",
+            error_description=d.get("error_description") or "",
+            power_state=d.get("power_state", "unknown"),
+            power_type=d.get("power_type", ""),
+            architecture=d.get("architecture", ""),
+            osystem=d.get("osystem") or "",
+            distro_series=d.get("distro_series") or "",
+            owner=d.get("owner"),
+            interfaces=tuple(Interface.from_json(i) for i in d.get("interface_set") or []),
+            boot_interface_id=boot.get("id"),
+            ip_addresses=tuple(d.get("ip_addresses") or ()),
+            enable_hw_sync=bool(d.get("enable_hw_sync")),
+            last_sync=_iso(d.get("last_sync")),
+            next_sync=_iso(d.get("next_sync")),
+            sync_interval=d.get("sync_interval"),
+            hardware_uuid=d.get("hardware_uuid") or "",
+        )
+
+    @property
+    def boot_interface(self) -> Interface | None:
+        return next((i for i in self.interfaces if i.id == self.boot_interface_id), None)
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    system_id: str
+    hostname: str
+    level: str
+    created: datetime
+    type: str
+    description: str
+    username: str
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Event:
+        created = datetime.strptime(d["created"], "%a, %d %b. %Y %H:%M:%S").replace(tzinfo=UTC)
+        return cls(
+            id=d["id"],
+            system_id=d.get("node", ""),
+            hostname=d.get("hostname", ""),
+            level=d.get("level", "INFO"),
+            created=created,
+            type=d.get("type", ""),
+            description=d.get("description", ""),
+            username=d.get("username", ""),
+        )
+
+    @property
+    def message(self) -> str:
+        return f"{self.type} - {self.description}" if self.description else self.type
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: tuple[Event, ...]  # newest first, as MAAS returns them
+    newest_id: int | None
+    oldest_id: int | None
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    id: int
+    name: str
+    status_name: str
+    exit_status: int | None
+    output: str
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ScriptResult:
+        raw = d.get("output") or ""
+        output = base64.b64decode(raw).decode("utf-8", "replace") if raw else ""
+        return cls(d["id"], d["name"], d.get("status_name", ""), d.get("exit_status"), output)
+
+
+@dataclass(frozen=True)
+class ScriptSet:
+    id: int
+    type_name: str
+    status_name: str
+    results: tuple[ScriptResult, ...]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ScriptSet:
+        return cls(
+            d["id"],
+            d.get("type_name", ""),
+            d.get("status_name", ""),
+            tuple(ScriptResult.from_json(r) for r in d.get("results") or []),
+        )
+
+
+@dataclass(frozen=True)
+class BootResource:
+    id: int
+    name: str
+    architecture: str
+    type: str
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BootResource:
+        return cls(d["id"], d["name"], d["architecture"], d.get("type", ""))
+
+    @property
+    def series(self) -> str:
+        return self.name.split("/")[-1]
+
+    @property
+    def arch(self) -> str:
+        return self.architecture.split("/")[0]
