@@ -146,6 +146,8 @@ SECRETS_KEYS = _secrets_keys
 # --- MAAS client defaults ----------------------------------------------------------------------
 MAAS_CONNECT_TIMEOUT = float(env.integer("MAAS_CONNECT_TIMEOUT", 5, minimum=1))
 MAAS_READ_TIMEOUT = float(env.integer("MAAS_READ_TIMEOUT", 30, minimum=1))
+# A probe answers an operator waiting at a screen: it gives up on a slow MAAS much sooner.
+MAAS_PROBE_TIMEOUT = float(env.integer("MAAS_PROBE_TIMEOUT", 10, minimum=1))
 
 # --- Django ----------------------------------------------------------------------------------
 INSTALLED_APPS = [

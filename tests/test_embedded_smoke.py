@@ -1,6 +1,7 @@
 """The README's run command really starts the embedded default: SQLite, the filesystem broker,
-API + admin (gunicorn), a worker and beat. A site can be created through the API, a task
-round-trips through the worker, and Ctrl-C stops every process."""
+API + admin (gunicorn), a worker, beat and the MAAS simulator with a demo site whose probe is
+healthy. A site can be created through the API, a task round-trips through the worker, and
+Ctrl-C stops every process."""
 
 from __future__ import annotations
 
@@ -37,7 +38,17 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
     port = free_port()
     env = embedded_env(tmp_path)
     runner = subprocess.Popen(
-        [sys.executable, "manage.py", "run_embedded", "--port", str(port), "--concurrency", "1"],
+        [
+            sys.executable,
+            "manage.py",
+            "run_embedded",
+            "--port",
+            str(port),
+            "--maas-port",
+            str(free_port()),
+            "--concurrency",
+            "1",
+        ],  # fmt: skip
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -49,14 +60,18 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
         token = None
         deadline = time.monotonic() + 90
         assert runner.stdout is not None
-        while time.monotonic() < deadline and token is None:
+        demo_line = ""
+        while time.monotonic() < deadline and not demo_line:
             line = runner.stdout.readline()
             if not line:
                 break
             output.append(line)
             if match := re.search(r"API token\s+:\s+(\S+)", line):
                 token = match.group(1)
+            if "Demo site" in line:
+                demo_line = line
         assert token, "".join(output)
+        assert "probe: healthy" in demo_line, "".join(output)
         assert (tmp_path / "maascp.sqlite3").exists()
         assert (tmp_path / "broker" / "queue").is_dir()
 
@@ -69,6 +84,14 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 201
             assert json.load(response)["name"] == "smoke"
+        listing = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/v1/admin/maas-sites?name=demo",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(listing, timeout=10) as response:
+            (demo,) = json.load(response)["results"]
+            assert demo["health"] == "healthy"
+            assert demo["credentials"]["maas_api_key"]["confirmed_at"]
 
         ping = subprocess.run(
             [sys.executable, "manage.py", "ping_worker", "--timeout", "60"],
@@ -89,5 +112,5 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
         output.append(rest)
     text = "".join(output)
     assert runner.returncode == 0, text
-    for name in ("api", "worker", "beat"):
+    for name in ("maas-simulator", "api", "worker", "beat"):
         assert f"stopped {name}" in text

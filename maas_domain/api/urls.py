@@ -13,6 +13,7 @@ site = views.SiteViewSet.as_view(
     {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
 )
 site_credentials = views.SiteViewSet.as_view({"post": "credentials"})
+site_probe = views.SiteViewSet.as_view({"post": "probe"})
 profiles = views.ProfileViewSet.as_view({"get": "list", "post": "create"})
 profile = views.ProfileViewSet.as_view(
     {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
@@ -24,6 +25,7 @@ urlpatterns = [
     re_path(r"^maas-sites/?$", sites, name="site-list"),
     re_path(rf"^maas-sites/{ID}/?$", site, name="site-detail"),
     re_path(rf"^maas-sites/{ID}/credentials/?$", site_credentials, name="site-credentials"),
+    re_path(rf"^maas-sites/{ID}/probe/?$", site_probe, name="site-probe"),
     re_path(rf"^maas-sites/{SITE}/profiles/?$", profiles, name="profile-list"),
     re_path(rf"^maas-sites/{SITE}/profiles/{ID}/?$", profile, name="profile-detail"),
     re_path(rf"^maas-sites/{SITE}/roce-assignments/?$", roce, name="roce-list"),

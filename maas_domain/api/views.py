@@ -20,6 +20,7 @@ from maas_domain.api.serializers import (
 from maas_domain.errors import InvalidInput
 from maas_domain.models import MaasSite, RoceAssignment, SiteProfile
 from maas_domain.services import credentials as credential_services
+from maas_domain.services import probe as probe_services
 from maas_domain.services import roce as roce_services
 from maas_domain.services import sites as site_services
 
@@ -91,6 +92,16 @@ class SiteViewSet(
             actor=request.user, site=site, payload=request.data
         )
         return Response({"site_id": site.pk, **meta})
+
+    @action(detail=True, methods=["post"])
+    def probe(self, request: Request, pk: str) -> Response:
+        site = self.get_object()
+        if request.data:
+            raise InvalidInput(
+                "The probe takes no parameters.",
+                fields={k: ["Unknown field."] for k in request.data},
+            )
+        return Response(probe_services.site_probe(actor=request.user, site_id=site.pk))
 
     def _answer(self, site: MaasSite, code: int = status.HTTP_200_OK) -> Response:
         site = self.get_queryset().get(pk=site.pk)

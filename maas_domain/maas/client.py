@@ -84,7 +84,7 @@ class MaasClient:
     def __init__(
         self,
         url: str,
-        api_key: str,
+        api_key: str | None,
         *,
         site: str = "",
         verify_tls: bool = True,
@@ -106,17 +106,18 @@ class MaasClient:
         self.retry_after_cap = retry_after_cap
         self.sleep = sleep
         self.stats = stats
-        creds = Credentials.parse(api_key)
         self.session = requests.Session()
         self.session.verify = verify_tls
         self.session.headers["Accept"] = "application/json"
-        self.session.auth = OAuth1(
-            creds.consumer_key,
-            client_secret="",
-            resource_owner_key=creds.token_key,
-            resource_owner_secret=creds.token_secret,
-            signature_method=SIGNATURE_PLAINTEXT,
-        )
+        if api_key is not None:  # None: anonymous (only version/ and describe/ answer)
+            creds = Credentials.parse(api_key)
+            self.session.auth = OAuth1(
+                creds.consumer_key,
+                client_secret="",
+                resource_owner_key=creds.token_key,
+                resource_owner_secret=creds.token_secret,
+                signature_method=SIGNATURE_PLAINTEXT,
+            )
 
     def close(self) -> None:
         self.session.close()

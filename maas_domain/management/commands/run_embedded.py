@@ -1,4 +1,5 @@
-"""Run the whole product on one machine: API + admin (gunicorn), a Celery worker and beat.
+"""Run the whole product on one machine: API + admin (gunicorn), a Celery worker, beat and the
+bundled MAAS simulator, with a demo site registered against it and probed.
 
 Embedded defaults: SQLite and the filesystem broker under the data folder, so nothing needs
 installing. Ctrl-C (or SIGTERM) stops every process; if one process dies, all are stopped.
@@ -38,6 +39,8 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
         parser.add_argument("--admin-user", default="admin")
+        parser.add_argument("--maas-port", type=int, default=5240, help="simulator port")
+        parser.add_argument("--time-scale", type=float, default=30.0, help="simulator clock")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         self.stdout.write(f"data folder: {settings.DATA_DIR}")
@@ -45,6 +48,7 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)
         password, token = self._admin_login(opts["admin_user"])
         base = f"http://{opts['host']}:{opts['port']}"
+        maas_url = f"http://127.0.0.1:{opts['maas_port']}/MAAS/"
         procs = self._start(opts)
         stopping = False
 
@@ -55,9 +59,15 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
+            self._wait_http(f"{maas_url}api/2.0/version/", procs, lambda: stopping)
+            probe = self._demo_site(opts["admin_user"], maas_url)
             self._wait_http(f"{base}/admin/login/", procs, lambda: stopping)
             if not stopping:
                 self._banner(base, opts["admin_user"], password, token)
+                self.stdout.write(
+                    f"  Demo site   : 'demo' on the MAAS simulator at {maas_url} "
+                    f"(probe: {probe['health']})\n"
+                )
             while not stopping:
                 for name, proc in procs.items():
                     if proc.poll() is not None:
@@ -85,9 +95,26 @@ class Command(BaseCommand):
             _, raw = api_token_create(user=user, name=EMBEDDED_TOKEN_NAME)
         return password, raw
 
+    def _demo_site(self, username: str, maas_url: str) -> dict[str, Any]:
+        from maas_domain.services.demo import demo_site_ensure
+
+        user = get_user_model().objects.get(username=username)
+        api_key = self._sim_key_file().read_text().strip()
+        return demo_site_ensure(actor=user, maas_url=maas_url, api_key=api_key)
+
+    def _sim_key_file(self) -> Path:
+        return Path(settings.DATA_DIR) / "simulator-api-key"
+
     def _start(self, opts: dict[str, Any]) -> dict[str, subprocess.Popen[bytes]]:
         py = sys.executable
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        scenario = Path(__file__).resolve().parents[2] / "simulator" / "scenarios" / "demo.yaml"
         commands = {
+            "maas-simulator": [
+                py, manage, "simulate_maas", "--port", str(opts["maas_port"]),
+                "--api-key-file", str(self._sim_key_file()), "--scenario", str(scenario),
+                "--time-scale", str(opts["time_scale"]),
+            ],
             "api": [
                 py, "-m", "gunicorn", "config.wsgi",
                 "--bind", f"{opts['host']}:{opts['port']}",

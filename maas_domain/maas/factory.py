@@ -1,0 +1,26 @@
+"""Build a MAAS client for a site: URL and TLS from the site row, the key from the secrets
+backend (read here, in the process that uses it; never passed through Celery or logged)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from maas_domain.maas.client import MaasClient
+from maas_domain.models import MaasSite
+
+
+def client_for_site(site: MaasSite, *, api_key: str | None = None, **overrides: Any) -> MaasClient:
+    if api_key is None:
+        from maas_domain.services.credentials import maas_api_key
+
+        api_key = maas_api_key(site=site)
+    options: dict[str, Any] = {
+        "site": site.name,
+        "verify_tls": site.verify_tls,
+        "connect_timeout": settings.MAAS_CONNECT_TIMEOUT,
+        "read_timeout": settings.MAAS_READ_TIMEOUT,
+    }
+    options.update(overrides)
+    return MaasClient(site.maas_url, api_key, **options)

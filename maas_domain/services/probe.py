@@ -1,0 +1,247 @@
+"""The site probe: can the control plane work against this MAAS right now?
+
+Checks, each with ok/failed, a detail and a duration: connectivity (version), authentication
+(whoami, admin, expected user), version and capabilities, boot resources for every active
+profile's architecture and distro series, the PXE subnets the site and profiles name, and the
+site's power credentials. A pending MAAS API key (a rotation) is tried first and, if MAAS accepts
+it, becomes the key in use. Nothing here raises for a MAAS problem: an unreachable, slow or
+refusing MAAS gives a failed check, never a 500. No row lock is held across HTTP calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from maas_domain import audit
+from maas_domain.errors import NotFound
+from maas_domain.maas.client import MaasClient
+from maas_domain.maas.errors import MaasAuthError, MaasError
+from maas_domain.maas.factory import client_for_site
+from maas_domain.maas.types import BootResource, Subnet
+from maas_domain.models import CredentialKind, MaasSite, SiteCredential, SiteProfile
+from maas_domain.models.sites import ProfileStatus, SiteHealth
+from maas_domain.secrets import SecretsError, get_backend
+
+REQUIRED_CAPABILITIES = ("authenticate-api", "network-deployment-ubuntu")
+MIN_MAJOR_VERSION = 3
+
+
+def _timeouts() -> dict[str, Any]:
+    return {
+        "connect_timeout": min(3.0, settings.MAAS_PROBE_TIMEOUT),
+        "read_timeout": settings.MAAS_PROBE_TIMEOUT,
+        "read_attempts": 1,
+    }
+
+
+# Without these the control plane cannot act at all; other failures leave the site degraded.
+CRITICAL = ("connectivity", "authentication")
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    duration_ms: float
+
+
+class _Run:
+    def __init__(self) -> None:
+        self.checks: list[Check] = []
+
+    def check(self, name: str, fn: Callable[[], str]) -> bool:
+        """Run one check; ``fn`` returns its detail or raises ``CheckFailed``/``MaasError``."""
+        started = time.monotonic()
+        try:
+            detail, ok = fn(), True
+        except CheckFailed as exc:
+            detail, ok = str(exc), False
+        except MaasError as exc:
+            detail, ok = f"{exc.kind}: {exc.message}", False
+        self.checks.append(Check(name, ok, detail, round((time.monotonic() - started) * 1000, 1)))
+        return ok
+
+    def skip(self, name: str, why: str) -> None:
+        self.checks.append(Check(name, False, f"not checked: {why}", 0.0))
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def _key(ref: SiteCredential | None, version: int | None) -> str | None:
+    if ref is None or version is None:
+        return None
+    try:
+        return get_backend().read(ref.path, version)["api_key"]
+    except SecretsError as exc:
+        raise CheckFailed(f"cannot read the MAAS API key from the secrets backend: {exc}") from exc
+
+
+def site_probe(*, actor: audit.Actor, site_id: int) -> dict[str, Any]:
+    site = MaasSite.objects.filter(pk=site_id).first()
+    if site is None:
+        raise NotFound(f"Site {site_id} not found.")
+    profiles = list(SiteProfile.objects.filter(site=site, status=ProfileStatus.ACTIVE))
+    creds = {c.kind: c for c in SiteCredential.objects.filter(site=site)}
+    key_ref = creds.get(CredentialKind.MAAS_API_KEY)
+    run = _Run()
+    client: MaasClient | None = None
+    promoted: int | None = None
+
+    def connect() -> str:
+        nonlocal client, promoted
+        candidates = []
+        if key_ref is not None and key_ref.pending_version:
+            candidates.append(key_ref.pending_version)
+        if key_ref is not None and key_ref.version:
+            candidates.append(key_ref.version)
+        if not candidates:
+            raise CheckFailed("no MAAS API key is set for this site")
+        last_error: MaasError | None = None
+        rejected = ""
+        for version in candidates:
+            key = _key(key_ref, version)
+            assert key is not None
+            client = client_for_site(site, api_key=key, **_timeouts())
+            try:
+                client.version()
+                user = client.whoami()
+            except MaasAuthError as exc:
+                last_error = exc
+                if key_ref is not None and version == key_ref.pending_version:
+                    rejected = f" (new key version {version} was rejected; it stays pending)"
+                continue
+            if key_ref is not None and version == key_ref.pending_version:
+                promoted = version
+            if not user.is_superuser:
+                raise CheckFailed(f"MAAS user {user.username!r} is not an administrator")
+            if site.maas_user and user.username != site.maas_user:
+                raise CheckFailed(
+                    f"the key belongs to {user.username!r}, expected {site.maas_user!r}"
+                )
+            rotated = " (new key confirmed)" if promoted else rejected
+            return f"authenticated as {user.username} (admin){rotated}"
+        assert last_error is not None
+        raise last_error
+
+    # connectivity first, on its own, so an unreachable MAAS is named as such
+    def reachable() -> str:
+        anonymous = MaasClient(site.maas_url, None, verify_tls=site.verify_tls, **_timeouts())
+        try:
+            return f"MAAS {anonymous.version().version} answered"
+        finally:
+            anonymous.close()
+
+    if not run.check("connectivity", reachable):
+        for name in ("authentication", "version", "boot_resources", "pxe_subnets"):
+            run.skip(name, "MAAS is unreachable")
+    elif not run.check("authentication", connect) or client is None:
+        for name in ("version", "boot_resources", "pxe_subnets"):
+            run.skip(name, "not authenticated")
+    else:
+        maas = client
+
+        def version() -> str:
+            info = maas.version()
+            missing = [c for c in REQUIRED_CAPABILITIES if c not in info.capabilities]
+            major = int(info.version.split(".")[0]) if info.version[:1].isdigit() else 0
+            if major < MIN_MAJOR_VERSION:
+                raise CheckFailed(f"MAAS {info.version} is older than {MIN_MAJOR_VERSION}.0")
+            if missing:
+                raise CheckFailed(f"MAAS {info.version} lacks capabilities: {', '.join(missing)}")
+            return f"MAAS {info.version}"
+
+        def boot_resources() -> str:
+            return _boot_resources(profiles, maas.boot_resources())
+
+        def pxe_subnets() -> str:
+            return _pxe_subnets(site, profiles, maas.subnets())
+
+        run.check("version", version)
+        run.check("boot_resources", boot_resources)
+        run.check("pxe_subnets", pxe_subnets)
+    if client is not None:
+        client.close()
+
+    def power() -> str:
+        ipmi = creds.get(CredentialKind.IPMI_DEFAULT)
+        if ipmi is None or ipmi.version is None:
+            raise CheckFailed("no default IPMI credentials are set for this site")
+        return "default IPMI credentials set"
+
+    run.check("power_credentials", power)
+    return _record(actor=actor, site=site, run=run, promoted=promoted)
+
+
+def _boot_resources(profiles: list[SiteProfile], resources: list[BootResource]) -> str:
+    have = {(r.arch, r.series) for r in resources}
+    need = {(p.architecture.split("/")[0], p.distro_series.split("/")[-1]) for p in profiles}
+    missing = sorted(need - have)
+    if missing:
+        names = ", ".join(f"{arch}/{series}" for arch, series in missing)
+        raise CheckFailed(f"no boot resource for: {names}")
+    if not profiles:
+        return f"{len(resources)} boot resources (no active profiles to check)"
+    return f"boot resources present for {len(need)} profile target(s)"
+
+
+def _pxe_subnets(site: MaasSite, profiles: list[SiteProfile], subnets: list[Subnet]) -> str:
+    cidrs = {s.cidr for s in subnets}
+    named = {c for c in [site.pxe_subnet, *(p.pxe_subnet for p in profiles)] if c}
+    missing = sorted(named - cidrs)
+    if missing:
+        raise CheckFailed(f"PXE subnet(s) not in MAAS: {', '.join(missing)}")
+    if not named:
+        return "no PXE subnet configured (MAAS's boot interface subnet will be used)"
+    return f"PXE subnet(s) present: {', '.join(sorted(named))}"
+
+
+def _record(
+    *, actor: audit.Actor, site: MaasSite, run: _Run, promoted: int | None
+) -> dict[str, Any]:
+    failed = {c.name for c in run.checks if not c.ok}
+    if failed & set(CRITICAL):
+        health = SiteHealth.UNHEALTHY
+    elif failed:
+        health = SiteHealth.DEGRADED
+    else:
+        health = SiteHealth.HEALTHY
+    now = timezone.now()
+    result = {
+        "health": str(health),
+        "checked_at": now.isoformat(),
+        "checks": [asdict(c) for c in run.checks],
+    }
+    with transaction.atomic():
+        locked = MaasSite.objects.select_for_update().get(pk=site.pk)
+        before = {"health": locked.health, "last_probe_at": locked.last_probe_at}
+        locked.health = health
+        locked.last_probe_at = now
+        locked.probe_result = result
+        locked.save(update_fields=["health", "last_probe_at", "probe_result", "updated_at"])
+        after: dict[str, Any] = {"health": str(health), "failed_checks": sorted(failed)}
+        if promoted is not None:
+            ref = SiteCredential.objects.select_for_update().get(
+                site=locked, kind=CredentialKind.MAAS_API_KEY
+            )
+            if ref.pending_version == promoted:
+                ref.version, ref.pending_version, ref.confirmed_at = promoted, None, now
+                ref.save(update_fields=["version", "pending_version", "confirmed_at"])
+                after["confirmed_maas_key_version"] = promoted
+        elif "authentication" not in failed:
+            SiteCredential.objects.filter(
+                site=locked, kind=CredentialKind.MAAS_API_KEY, confirmed_at__isnull=True
+            ).update(confirmed_at=now)
+        audit.record(
+            actor=actor, action="maas_site.probe", target=locked, before=before, after=after
+        )
+    return {"site_id": site.pk, **result}
