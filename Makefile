@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make run` and `make check`.
-.PHONY: run check test bootstrap fmt
+.PHONY: run check test bootstrap fmt bench
 
 run: ## run API + admin + worker + beat on the embedded default (Ctrl-C stops all)
 	scripts/bootstrap
@@ -16,3 +16,7 @@ bootstrap:
 fmt: ## fix formatting and the lint rules ruff can fix
 	.venv/bin/ruff check --fix .
 	.venv/bin/ruff format .
+
+bench: ## print performance figures (never part of make check)
+	scripts/bootstrap
+	.venv/bin/python benchmarks/bench_maas.py

@@ -14,15 +14,18 @@ the caller gets ``MaasTransient(maybe_applied=...)`` and must read the machine b
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import requests
 from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
 from requests_oauthlib import OAuth1
@@ -74,6 +77,23 @@ def encode_multipart(fields: Sequence[tuple[str, str]]) -> tuple[bytes, str]:
         ]
     lines += [f"--{boundary}--".encode(), b""]
     return b"\r\n".join(lines), f"multipart/form-data; boundary={boundary}"
+
+
+LARGE_BODY = 1 << 20
+
+
+@contextmanager
+def gc_paused(pause: bool) -> Iterator[None]:
+    """Pause the cyclic GC while decoding a large answer: a 10,000-machine listing allocates
+    millions of containers, and the collections they trigger cost 3x the parse itself."""
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _b(value: bool) -> str:
@@ -184,7 +204,8 @@ class MaasClient:
             if response.status_code == 204 or not response.content:
                 return None
             if response.headers.get("Content-Type", "").split(";")[0].endswith("json"):
-                return response.json()
+                with gc_paused(len(response.content) > LARGE_BODY):
+                    return orjson.loads(response.content)
             return response.content
         raise AssertionError("unreachable")
 
@@ -256,7 +277,8 @@ class MaasClient:
             + [("status", s) for s in statuses]
         )
         data = self._send("list_machines", "GET", "machines/", query=query)
-        return [types.Machine.from_json(m) for m in data]
+        with gc_paused(len(data) > 1000):
+            return [types.Machine.from_json(m) for m in data]
 
     def get_machine(self, system_id: str) -> types.Machine:
         data = self._send("get_machine", "GET", f"machines/{system_id}/", system_id=system_id)
