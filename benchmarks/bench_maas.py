@@ -17,16 +17,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-import requests  # noqa: E402
+import requests
 
-from maas_domain.maas.client import MaasClient  # noqa: E402
-from maas_domain.simulator import scenario  # noqa: E402
-from maas_domain.simulator.model import Simulator  # noqa: E402
-from maas_domain.simulator.server import SimulatorServer  # noqa: E402
+from maas_domain.maas.client import MaasClient
+from maas_domain.simulator import scenario
+from maas_domain.simulator.model import Simulator
+from maas_domain.simulator.server import SimulatorServer
 
 KEY = "BenchConsumer12345:BenchToken12345678:BenchSecretABCDEFGHIJKLMNOPQRSTU"
 
@@ -54,7 +54,8 @@ def main() -> None:
         assert len(machines) == 10_000
         print(
             f"list 10,000 machines: HTTP answer {statistics.median(raw) * 1000:.0f} ms median "
-            f"({size / 1e6:.1f} MB), to typed objects {statistics.median(typed) * 1000:.0f} ms median"
+            f"({size / 1e6:.1f} MB), to typed objects "
+            f"{statistics.median(typed) * 1000:.0f} ms median"
         )
 
         sid = machines[0].system_id

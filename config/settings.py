@@ -106,6 +106,17 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_TRACK_STARTED = True
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Workflow engine (docs/architecture.md, "Workflows"): how long an execution owns a workflow
+# between heartbeats, how long a dispatched-but-unclaimed step may sit before the sweep sends it
+# again, how often the sweep runs, and when repeated deaths or transient errors end a stage.
+WORKFLOW_LEASE_SECONDS = env.integer("WORKFLOW_LEASE_SECONDS", 90, minimum=2)
+WORKFLOW_DISPATCH_GRACE_SECONDS = env.integer("WORKFLOW_DISPATCH_GRACE_SECONDS", 120, minimum=1)
+WORKFLOW_SWEEP_SECONDS = env.integer("WORKFLOW_SWEEP_SECONDS", 10, minimum=1)
+WORKFLOW_MAX_LOST_LEASES = env.integer("WORKFLOW_MAX_LOST_LEASES", 3, minimum=1)
+WORKFLOW_MAX_STAGE_TRIES = env.integer("WORKFLOW_MAX_STAGE_TRIES", 8, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    "workflow-sweep": {"task": "workflow.sweep", "schedule": float(WORKFLOW_SWEEP_SECONDS)},
+}
 CELERY_TIMEZONE = "UTC"
 
 # --- secrets backend -------------------------------------------------------------------------
@@ -142,6 +153,13 @@ for _key in _secrets_keys:
     except ValueError:
         env.errors.append("MAASCP_SECRETS_KEY must be url-safe base64 Fernet keys (32 bytes)")
 SECRETS_KEYS = _secrets_keys
+
+# --- node-facing side ---------------------------------------------------------------------------
+# The control plane as nodes reach it (enrollment, agent bootstrap); a site may override it.
+NODE_API_URL = env.url("NODE_API_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
+NODE_AGENT_VERSION = env.string("NODE_AGENT_VERSION", "1.4.2") or "1.4.2"
+# A site probe older than this does not satisfy the onboarding guardrail.
+PROBE_MAX_AGE_SECONDS = env.integer("PROBE_MAX_AGE_SECONDS", 3600, minimum=60)
 
 # --- MAAS client defaults ----------------------------------------------------------------------
 MAAS_CONNECT_TIMEOUT = float(env.integer("MAAS_CONNECT_TIMEOUT", 5, minimum=1))

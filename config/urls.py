@@ -3,7 +3,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from onboarding.urls import admin_urlpatterns as onboarding_admin
+from onboarding.urls import node_urlpatterns
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/admin/", include(onboarding_admin)),
     path("api/v1/admin/", include("maas_domain.api.urls")),
+    path("api/v1/node/", include(node_urlpatterns)),
 ]

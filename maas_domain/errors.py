@@ -51,3 +51,14 @@ class ServiceUnavailable(DomainError):
 
     status = 503
     code = "unavailable"
+
+
+class GuardrailFailed(Conflict):
+    """A first-live-run guardrail refuses the request (seed 001 §6): fix the site/profile first."""
+
+    code = "guardrail_failed"
+
+
+class Forbidden(DomainError):
+    status = 403
+    code = "forbidden"

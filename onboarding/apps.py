@@ -7,6 +7,9 @@ class OnboardingConfig(AppConfig):
 
     def ready(self) -> None:
         from maas_domain import workflows
+        from maas_domain.workflow import engine
         from onboarding.models import Onboarding
+        from onboarding.workflow import KIND
 
         workflows.register("onboarding", Onboarding)
+        engine.register(KIND)

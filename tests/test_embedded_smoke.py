@@ -48,7 +48,7 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
             str(free_port()),
             "--concurrency",
             "1",
-        ],  # fmt: skip
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

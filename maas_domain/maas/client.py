@@ -116,7 +116,9 @@ class MaasClient:
         retry_after_cap: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         stats: CallStats = STATS,
+        before_mutation: Callable[[str], None] | None = None,
     ) -> None:
+        self.before_mutation = before_mutation
         self.root = api_root(url)
         self.site = site
         self.timeout = (connect_timeout, read_timeout)
@@ -159,6 +161,8 @@ class MaasClient:
         body, content_type = encode_multipart(form) if method in ("POST", "PUT") else (None, None)
         headers = {"Content-Type": content_type} if content_type else {}
         attempts = self.read_attempts if method == "GET" else 1
+        if method != "GET" and self.before_mutation is not None:
+            self.before_mutation(operation)  # e.g. renew a workflow lease; may raise to stop
         for attempt in range(1, attempts + 1):
             started = time.monotonic()
             try:

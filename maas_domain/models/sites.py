@@ -49,6 +49,20 @@ class MaasSite(Revisioned):
     pxe_subnet = models.CharField(max_length=43, blank=True, default="")
     status = models.CharField(max_length=16, choices=SiteStatus.choices, default=SiteStatus.ACTIVE)
     policy = models.JSONField(default=dict, blank=True)
+    guarded = models.BooleanField(
+        default=False,
+        help_text="First-live-run guard: onboarding needs confirm_host and an approved host.",
+    )
+    approved_hosts = models.JSONField(default=list, blank=True)
+    ca_bundle_pem = models.TextField(
+        blank=True, default="", help_text="CA certificates nodes use to trust the control plane."
+    )
+    node_api_url = models.URLField(
+        max_length=500,
+        blank=True,
+        default="",
+        help_text="Control-plane URL as nodes on this site reach it (default MAASCP_NODE_API_URL).",
+    )
     health = models.CharField(max_length=16, choices=SiteHealth.choices, default=SiteHealth.UNKNOWN)
     last_probe_at = models.DateTimeField(null=True, blank=True)
     probe_result = models.JSONField(default=dict, blank=True)

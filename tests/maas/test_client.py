@@ -121,11 +121,12 @@ def test_state_conflicts_carry_maas_texts(maas: MaasClient, sim: Sim) -> None:
         maas.release(sid)
     with pytest.raises(MaasStateConflict, match="not Ready"):
         maas.set_storage_layout(sid, "flat")
-    with pytest.raises(MaasBadRequest) as bad:
-        maas.set_storage_layout(sid, "zfs")
-    assert "storage_layout" in bad.value.field_errors
     with pytest.raises(MaasAuthError):  # mark_broken needs ownership, even for admins
         maas.mark_broken(sid)
+    ready = sim.add(hostname="n1r", status="ready")
+    with pytest.raises(MaasBadRequest) as bad:
+        maas.set_storage_layout(ready, "zfs")
+    assert "storage_layout" in bad.value.field_errors
 
 
 def test_abort_broken_fixed_and_power(maas: MaasClient, sim: Sim) -> None:

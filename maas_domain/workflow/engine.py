@@ -1,0 +1,480 @@
+"""The workflow engine shared by onboarding and decommission.
+
+One Celery task, ``workflow.advance(kind, id, dispatch)``, runs the current stage of one
+workflow: claim the lease (compare-and-swap), run the stage (HTTP to MAAS, no transaction, no
+row lock), record its result (one short transaction that re-checks the lease), hand off the next
+step after commit. Waiting never blocks a worker: a waiting workflow is woken by the site poller
+(one MAAS listing per site for all its waiting machines) when its machine's status changes, by
+an external signal (enrollment), or by the sweep when its check-in time comes. The sweep also
+re-dispatches running workflows whose lease expired (dead worker) or whose message was lost, and
+fails a workflow whose executions keep dying (``worker_lost``) instead of looping forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cached_property
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Case, F, Q, When
+from django.utils import timezone
+
+from maas_domain import context
+from maas_domain.locks import try_lock
+from maas_domain.maas.client import MaasClient
+from maas_domain.maas.errors import MaasError, MaasTransient
+from maas_domain.policy import Policy
+from maas_domain.secrets import SecretsError
+from maas_domain.workflow.models import WorkflowState
+from maas_domain.workflow.results import Done, Fail, LeaseLost, Result, Retry, StageFailed, Wait
+
+log = logging.getLogger("workflow")
+W = WorkflowState
+ACTIVE = (W.RUNNING, W.WAITING, W.CANCELLING)
+
+
+@dataclass
+class Stage:
+    name: str
+    run: Callable[[StageContext], Result]
+
+
+@dataclass
+class WorkflowKind:
+    """How one kind of workflow plugs into the engine."""
+
+    name: str
+    model: Any  # a concrete Workflow subclass
+    stages: list[Stage]
+    add_event: Callable[..., Any]
+    policy: Callable[[Any], Policy]
+    on_success: Callable[[Any], None] = lambda wf: None
+    on_failure: Callable[[Any], None] = lambda wf: None
+    select_related: tuple[str, ...] = ()
+    log_fields: Callable[[Any], dict[str, Any]] = lambda wf: {}
+    stage_index: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.stage_index = {s.name: i for i, s in enumerate(self.stages)}
+
+    def load(self, pk: int) -> Any:
+        return self.model.objects.select_related(*self.select_related).get(pk=pk)
+
+    def next_stage(self, name: str) -> str | None:
+        i = self.stage_index[name] + 1
+        return self.stages[i].name if i < len(self.stages) else None
+
+
+KINDS: dict[str, WorkflowKind] = {}
+
+
+def register(kind: WorkflowKind) -> None:
+    KINDS[kind.name] = kind
+
+
+# -- hand-offs -------------------------------------------------------------------------------------
+
+
+def enqueue(kind: str, pk: int, dispatch: int, countdown: float = 0) -> None:
+    """Send ``advance`` after the surrounding transaction commits. If the broker is down the
+    error is logged and the sweep re-dispatches later: nothing is lost."""
+    from maas_domain.workflow.tasks import advance
+
+    def send() -> None:
+        advance.apply_async((kind, pk, dispatch), countdown=max(countdown, 0))
+
+    transaction.on_commit(send, robust=True)
+
+
+def lease_seconds() -> float:
+    return float(settings.WORKFLOW_LEASE_SECONDS)
+
+
+# -- the stage context -----------------------------------------------------------------------------
+
+
+class StageContext:
+    """What a stage gets: the workflow row, its policy, a lease-guarded MAAS client, a way to
+    add timeline events and a scratch dict persisted with the lease (``intent``)."""
+
+    def __init__(self, kind: WorkflowKind, wf: Any, owner: str) -> None:
+        self.kind = kind
+        self.wf = wf
+        self.owner = owner
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+        self.data: dict[str, Any] = dict(wf.stage_data or {})
+
+    @cached_property
+    def policy(self) -> Policy:
+        return self.kind.policy(self.wf)
+
+    @cached_property
+    def maas(self) -> MaasClient:
+        from maas_domain.maas.factory import client_for_site
+
+        return client_for_site(self.wf.site, before_mutation=self.heartbeat)
+
+    def event(self, kind: str, message: str, **data: Any) -> None:
+        self.events.append((kind, message, data))
+
+    def heartbeat(self, operation: str = "") -> None:
+        """Renew the lease (and persist the scratch dict) before a MAAS mutation; if another
+        execution took the workflow over, stop before touching MAAS."""
+        if operation:
+            sent = self.data.setdefault("sent", {})
+            sent[operation] = sent.get(operation, 0) + 1
+        updated = self.kind.model.objects.filter(pk=self.wf.pk, lease_owner=self.owner).update(
+            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()),
+            stage_data=self.data,
+        )
+        if updated != 1:
+            raise LeaseLost(f"{self.kind.name} {self.wf.pk} lease lost")
+
+    def sent(self, operation: str) -> bool:
+        """Did an execution of this stage already send ``operation`` (maybe applied)?"""
+        return bool(self.data.get("sent", {}).get(operation))
+
+    def close(self) -> None:
+        if "maas" in self.__dict__:
+            self.maas.close()
+
+
+# -- running one step ------------------------------------------------------------------------------
+
+
+def claim(kind: WorkflowKind, pk: int, dispatch: int) -> tuple[Any, str] | None:
+    """Take the lease of a running workflow for this dispatch, or None (stale or held)."""
+    owner = uuid.uuid4().hex
+    now = timezone.now()
+    with transaction.atomic():
+        won = (
+            kind.model.objects.filter(pk=pk, dispatch=dispatch, state=W.RUNNING)
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+            .update(
+                lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds()),
+                # a lease still held when it expired means the execution died with it
+                lost_leases=Case(
+                    When(~Q(lease_owner=""), then=F("lost_leases") + 1),
+                    default=F("lost_leases"),
+                ),
+            )
+        )
+        if not won:
+            return None
+        wf = kind.load(pk)
+        if wf.stage_started_at is None:
+            wf.stage_started_at = now
+            kind.model.objects.filter(pk=pk).update(stage_started_at=now)
+            kind.add_event(wf, "stage.started", f"{wf.stage} started", stage=wf.stage)
+    return wf, owner
+
+
+def run(kind_name: str, pk: int, dispatch: int) -> str:
+    """Body of the ``workflow.advance`` task."""
+    kind = KINDS[kind_name]
+    claimed = claim(kind, pk, dispatch)
+    if claimed is None:
+        return "skipped"
+    wf, owner = claimed
+    ctx = StageContext(kind, wf, owner)
+    with context.bound(wf.correlation_id, **kind.log_fields(wf)):
+        result = _execute(kind, ctx)
+        if result is None:
+            return "lease-lost"
+        record(kind, ctx, result)
+        return type(result).__name__.lower()
+
+
+def _execute(kind: WorkflowKind, ctx: StageContext) -> Result | None:
+    wf = ctx.wf
+    if wf.lost_leases > settings.WORKFLOW_MAX_LOST_LEASES:
+        return Fail(
+            "worker_lost",
+            f"worker_lost: {wf.lost_leases} executions of stage {wf.stage} died without finishing",
+        )
+    timeout = ctx.policy.stage_timeouts.get(wf.stage)
+    if (
+        timeout
+        and wf.stage_started_at
+        and timezone.now() - wf.stage_started_at > timedelta(seconds=timeout)
+    ):
+        return Fail("timeout", f"stage {wf.stage} exceeded its timeout of {timeout}s")
+    stage = kind.stages[kind.stage_index[wf.stage]]
+    try:
+        return stage.run(ctx)
+    except StageFailed as exc:
+        return exc.result
+    except LeaseLost:
+        log.warning("lease lost during %s; another execution continues", wf.stage)
+        return None
+    except MaasTransient as exc:
+        return Retry("maas_transient", exc.message, after=_backoff(wf.stage_tries, exc.retry_after))
+    except MaasError as exc:
+        return Fail(f"maas_{exc.kind}", f"MAAS refused {exc.operation}: {exc.message}")
+    except SecretsError as exc:
+        return Retry("secrets_unavailable", str(exc), after=_backoff(wf.stage_tries, None))
+    finally:
+        ctx.close()
+
+
+def _backoff(tries: int, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return min(retry_after, float(settings.MAX_TASK_COUNTDOWN))
+    ceiling = min(60.0, 2.0 * (2**tries))
+    return random.uniform(ceiling / 2, ceiling)  # noqa: S311 (jitter)
+
+
+def record(kind: WorkflowKind, ctx: StageContext, result: Result) -> None:
+    """Store a stage result, if we still own the lease. One short transaction."""
+    now = timezone.now()
+    with transaction.atomic():
+        wf = kind.model.objects.select_for_update().get(pk=ctx.wf.pk)
+        if wf.lease_owner != ctx.owner:
+            log.warning("lease lost before recording %s", wf.stage)
+            return
+        stage = wf.stage
+        for event_kind, message, data in ctx.events:
+            kind.add_event(wf, event_kind, message, stage=stage, **data)
+        wf.lease_owner, wf.lease_expires_at = "", None
+        if isinstance(result, Retry) and wf.stage_tries + 1 > settings.WORKFLOW_MAX_STAGE_TRIES:
+            result = Fail(
+                result.classification,
+                f"gave up after {wf.stage_tries + 1} tries: {result.message}",
+            )
+        if isinstance(result, Done):
+            _done(kind, wf, result, now)
+        elif isinstance(result, Wait):
+            _wait(kind, wf, ctx, result, now)
+        elif isinstance(result, Retry):
+            wf.stage_tries += 1
+            wf.stage_data = ctx.data
+            wf.dispatch += 1
+            kind.add_event(
+                wf,
+                "retry.decision",
+                result.message,
+                stage=stage,
+                classification=result.classification,
+                after_seconds=round(result.after, 1),
+                try_number=wf.stage_tries,
+            )
+            enqueue(kind.name, wf.pk, wf.dispatch, countdown=result.after)
+        else:
+            finish_failed(kind, wf, result, now)
+        wf.save()
+
+
+def _done(kind: WorkflowKind, wf: Any, result: Done, now: Any) -> None:
+    for key, value in result.updates.items():
+        setattr(wf, key, value)
+    kind.add_event(wf, "stage.completed", result.message or f"{wf.stage} done", stage=wf.stage)
+    wf.checkpoint = wf.stage
+    nxt = kind.next_stage(wf.stage)
+    wf.stage_started_at, wf.stage_tries, wf.stage_data = None, 0, {}
+    wf.wait_system_id, wf.wait_status, wf.next_check_at = "", None, None
+    if nxt is None:
+        wf.succeed()
+        wf.finished_at = now
+        kind.on_success(wf)
+        kind.add_event(wf, "workflow.succeeded", "all stages completed", stage=wf.stage)
+        admit_after_commit(wf.site_id)
+        return
+    wf.stage = nxt
+    wf.dispatch += 1
+    enqueue(kind.name, wf.pk, wf.dispatch)
+
+
+def _wait(kind: WorkflowKind, wf: Any, ctx: StageContext, result: Wait, now: Any) -> None:
+    for key, value in result.updates.items():
+        setattr(wf, key, value)
+    if ctx.data.get("_waiting") != result.message:
+        ctx.data["_waiting"] = result.message
+        kind.add_event(
+            wf,
+            "stage.waiting",
+            result.message,
+            stage=wf.stage,
+            system_id=result.system_id,
+            maas_status=result.status,
+        )
+    wf.stage_data = ctx.data
+    wf.wait()
+    wf.wait_system_id = result.system_id
+    wf.wait_status = result.status
+    check = now + timedelta(seconds=result.check_in)
+    timeout = ctx.policy.stage_timeouts.get(wf.stage)
+    if timeout and wf.stage_started_at:
+        check = min(check, wf.stage_started_at + timedelta(seconds=timeout + 1))
+    wf.next_check_at = check
+
+
+def finish_failed(kind: WorkflowKind, wf: Any, result: Fail, now: Any) -> None:
+    wf.fail()
+    wf.failure_class = result.failure_class
+    wf.reason = result.message[:500]
+    wf.finished_at = now
+    wf.next_check_at = None
+    kind.add_event(
+        wf,
+        "stage.failed",
+        result.message,
+        stage=wf.stage,
+        failure_class=result.failure_class,
+        **result.data,
+    )
+    kind.on_failure(wf)
+    admit_after_commit(wf.site_id)
+
+
+# -- waking, admission, sweep, site poller ---------------------------------------------------
+
+
+def wake(kind: WorkflowKind, pk: int, why: str) -> bool:
+    """Move a waiting workflow back to running and dispatch it (compare-and-swap)."""
+    with transaction.atomic():
+        woken = kind.model.objects.filter(pk=pk, state=W.WAITING).update(
+            state=W.RUNNING,
+            dispatch=F("dispatch") + 1,
+            wait_system_id="",
+            wait_status=None,
+            next_check_at=None,
+        )
+        if not woken:
+            return False
+        wf = kind.model.objects.only("dispatch").get(pk=pk)
+        enqueue(kind.name, pk, wf.dispatch)
+    log.debug("woke %s %s: %s", kind.name, pk, why)
+    return True
+
+
+def admit_after_commit(site_id: int) -> None:
+    from maas_domain.workflow.tasks import admit
+
+    transaction.on_commit(lambda: admit.delay(site_id), robust=True)
+
+
+def admit(site_id: int) -> int:
+    """Start pending workflows of a site while it has free slots (max_concurrent_workflows)."""
+    from maas_domain.models import MaasSite
+
+    started = 0
+    with transaction.atomic():
+        site = MaasSite.objects.select_for_update().filter(pk=site_id).first()
+        if site is None:
+            return 0
+        limit = site.effective_policy().max_concurrent_workflows
+        active = sum(
+            k.model.objects.filter(site_id=site_id, state__in=ACTIVE).count()
+            for k in KINDS.values()
+        )
+        free = limit - active
+        for kind in KINDS.values():
+            if free <= 0:
+                break
+            pending = list(
+                kind.model.objects.filter(site_id=site_id, state=W.PENDING)
+                .order_by("id")
+                .values_list("id", flat=True)[:free]
+            )
+            now = timezone.now()
+            for pk in pending:
+                moved = kind.model.objects.filter(pk=pk, state=W.PENDING).update(
+                    state=W.RUNNING,
+                    dispatch=F("dispatch") + 1,
+                    started_at=now,
+                    stage=Case(When(stage="", then=kind.stages[0].name), default=F("stage")),
+                )
+                if moved:
+                    wf = kind.model.objects.only("dispatch").get(pk=pk)
+                    enqueue(kind.name, pk, wf.dispatch)
+                    started += 1
+                    free -= 1
+    return started
+
+
+def sweep() -> dict[str, int]:
+    """Periodic recovery; a database lock makes concurrent sweeps (two beats) do nothing twice."""
+    counts = {"redispatched": 0, "woken": 0, "sites_polled": 0, "admitted": 0}
+    with try_lock("workflow-sweep") as got:
+        if not got:
+            return counts
+        now = timezone.now()
+        grace = now - timedelta(seconds=settings.WORKFLOW_DISPATCH_GRACE_SECONDS)
+        sites: set[int] = set()
+        for kind in KINDS.values():
+            stuck = kind.model.objects.filter(state=W.RUNNING).filter(
+                Q(lease_expires_at__lte=now)
+                | Q(lease_expires_at__isnull=True, updated_at__lte=grace)
+            )
+            for pk, dispatch in stuck.values_list("id", "dispatch")[:500]:
+                if kind.model.objects.filter(pk=pk, dispatch=dispatch, state=W.RUNNING).update(
+                    dispatch=F("dispatch") + 1
+                ):
+                    enqueue(kind.name, pk, dispatch + 1)
+                    counts["redispatched"] += 1
+            due = kind.model.objects.filter(state=W.WAITING, next_check_at__lte=now)
+            for pk in due.values_list("id", flat=True)[:500]:
+                counts["woken"] += wake(kind, pk, "check-in time")
+            sites.update(
+                kind.model.objects.filter(state=W.WAITING)
+                .exclude(wait_system_id="")
+                .values_list("site_id", flat=True)
+                .distinct()
+            )
+            sites.update(
+                kind.model.objects.filter(state=W.PENDING)
+                .values_list("site_id", flat=True)
+                .distinct()
+            )
+    from maas_domain.workflow.tasks import poll_site
+
+    for site_id in sites:
+        counts["admitted"] += admit(site_id)
+        poll_site.delay(site_id)
+        counts["sites_polled"] += 1
+    return counts
+
+
+def poll_site(site_id: int) -> int:
+    """One MAAS listing for every waiting workflow of a site; wake those whose machine moved."""
+    from maas_domain.maas.factory import client_for_site
+    from maas_domain.models import MaasSite
+
+    waiting: list[tuple[WorkflowKind, int, str, int | None]] = []
+    with try_lock(f"poll-site-{site_id}") as got:
+        if not got:
+            return 0
+        for kind in KINDS.values():
+            rows = (
+                kind.model.objects.filter(site_id=site_id, state=W.WAITING)
+                .exclude(wait_system_id="")
+                .values_list("id", "wait_system_id", "wait_status")
+            )
+            waiting.extend((kind, pk, sid, status) for pk, sid, status in rows)
+    if not waiting:
+        return 0
+    site = MaasSite.objects.get(pk=site_id)
+    woken = 0
+    try:
+        client = client_for_site(site)
+        seen: dict[str, int] = {}
+        ids = sorted({sid for _, _, sid, _ in waiting})
+        for i in range(0, len(ids), 100):
+            for m in client.list_machines(system_ids=ids[i : i + 100]):
+                seen[m.system_id] = int(m.status)
+        client.close()
+    except (MaasError, SecretsError) as exc:
+        log.warning("site poll of %s failed: %s", site.name, exc)
+        return 0
+    for kind, pk, sid, status in waiting:
+        if seen.get(sid, -1) != status:
+            woken += wake(kind, pk, f"MAAS status of {sid} changed")
+    return woken

@@ -1,0 +1,29 @@
+"""Routes: admin onboarding API under /api/v1/admin/, node-facing routes under /api/v1/node/."""
+
+from django.urls import re_path
+
+from onboarding import api
+
+onboardings = api.OnboardingViewSet.as_view({"get": "list", "post": "create"})
+onboarding = api.OnboardingViewSet.as_view({"get": "retrieve"})
+batch = api.OnboardingViewSet.as_view({"post": "batch"})
+batch_detail = api.OnboardingViewSet.as_view({"get": "batch_detail"})
+
+admin_urlpatterns = [
+    re_path(r"^onboardings/?$", onboardings, name="onboarding-list"),
+    re_path(r"^onboardings/batch/?$", batch, name="onboarding-batch"),
+    re_path(
+        r"^onboardings/batches/(?P<pk>[0-9]+)/?$", batch_detail, name="onboarding-batch-detail"
+    ),
+    re_path(r"^onboardings/(?P<pk>[0-9]+)/?$", onboarding, name="onboarding-detail"),
+]
+
+node_urlpatterns = [
+    re_path(r"^health/?$", api.node_health, name="node-health"),
+    re_path(r"^enroll/?$", api.enroll, name="node-enroll"),
+    re_path(
+        r"^agent/(?P<version>[0-9A-Za-z.+-]+)/bootstrap\.sh$",
+        api.agent_script,
+        name="node-agent-script",
+    ),
+]

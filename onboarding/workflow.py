@@ -1,0 +1,60 @@
+"""The onboarding workflow as the engine sees it: stages, policy, hooks on success/failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maas_domain.models import Node
+from maas_domain.policy import Policy
+from maas_domain.workflow import engine
+from onboarding.models import Onboarding, OnboardingEvent
+from onboarding.stages import STAGES
+
+
+def add_event(
+    wf: Onboarding, kind: str, message: str, *, stage: str = "", actor: str = "", **data: Any
+) -> None:
+    OnboardingEvent.objects.create(
+        onboarding=wf,
+        kind=kind,
+        stage=stage or wf.stage,
+        attempt=wf.attempt,
+        message=message[:1000],
+        data=data,
+        actor_name=actor,
+    )
+
+
+def _policy(wf: Onboarding) -> Policy:
+    return wf.profile.effective_policy()
+
+
+def _on_success(wf: Onboarding) -> None:
+    """The node row reaches active with the workflow (a completion gate, same transaction)."""
+    node = Node.objects.select_for_update().get(pk=wf.node_id or 0)
+    node.maas_system_id = wf.maas_system_id
+    if node.state != "active":
+        node.activate()
+    node.save()
+
+
+def _log_fields(wf: Onboarding) -> dict[str, Any]:
+    return {
+        "site_id": wf.site_id,
+        "onboarding_id": wf.pk,
+        "node_id": wf.node_id,
+        "maas_system_id": wf.maas_system_id or None,
+        "hostname": wf.hostname,
+    }
+
+
+KIND = engine.WorkflowKind(
+    name="onboarding",
+    model=Onboarding,
+    stages=STAGES,
+    add_event=add_event,
+    policy=_policy,
+    on_success=_on_success,
+    select_related=("site", "profile__site", "sku", "node"),
+    log_fields=_log_fields,
+)
