@@ -120,6 +120,8 @@ def onboarding_start(
     target = _target(site_id, profile_id, sku_id)
     check_guardrails(target, hostnames=[hostname], confirm_host=confirm_host)
     with transaction.atomic():
+        # Starts on one site queue here briefly, so the node check below cannot race.
+        MaasSite.objects.select_for_update().filter(pk=target.site.pk).first()
         live = (
             Node.objects.select_for_update()
             .filter(site=target.site, hostname=hostname)
@@ -238,16 +240,14 @@ def onboarding_start_batch(
                 )
         if errors:
             raise InvalidInput(f"{len(errors)} row error(s); nothing was created.", rows=errors)
-        new_nodes = []
+        new_nodes, existing = [], []
         for row in rows:
             node = nodes.get(row["hostname"])
             taken = _take_node(site, target.sku, row["hostname"], row["ipmi_ip"], node)
-            if node is None:
-                new_nodes.append(taken)
-                nodes[row["hostname"]] = taken
-        Node.objects.bulk_create(new_nodes, batch_size=500)
-        existing = [n for n in nodes.values() if n not in new_nodes]
-        Node.objects.bulk_update(existing, ["state", "sku", "ipmi_ip"], batch_size=500)
+            (existing if node is not None else new_nodes).append(taken)
+            nodes[row["hostname"]] = taken
+        Node.objects.bulk_create(new_nodes, batch_size=1000)
+        Node.objects.bulk_update(existing, ["state", "sku", "ipmi_ip"], batch_size=1000)
         batch = OnboardingBatch.objects.create(
             site=site,
             profile=target.profile,
@@ -273,7 +273,7 @@ def onboarding_start_batch(
                         )
                         for r in rows
                     ],
-                    batch_size=500,
+                    batch_size=1000,
                 )
         except IntegrityError as exc:
             raise Conflict(
@@ -291,7 +291,7 @@ def onboarding_start_batch(
                 )
                 for wf in flows
             ],
-            batch_size=500,
+            batch_size=1000,
         )
         audit.record(
             actor=actor,

@@ -1,0 +1,128 @@
+"""Whole-workflow harness: a real Celery worker consuming Redis, a beat stand-in calling the
+sweep, Django's live server (for node callbacks), the MAAS simulator, and a ready site."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connections
+
+from maas_domain.models import MaasSite, SiteProfile, Sku
+from maas_domain.services.credentials import site_credentials_write
+from maas_domain.services.probe import site_probe
+from maas_domain.workflow import engine
+from tests.support.maas import API_KEY, Sim, make_sim
+
+
+def self_signed_pem() -> str:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "maascp test CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+CA_PEM = self_signed_pem()
+
+
+@dataclass
+class Flow:
+    sim: Sim
+    site: MaasSite
+    profile: SiteProfile
+    sku: Sku
+    admin: Any
+
+
+def wait_until(predicate: Any, *, timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def worker(transactional_db: None, settings: Any) -> Iterator[None]:
+    """A real Celery worker (threads pool) on the test broker, plus a beat stand-in."""
+    from celery.contrib.testing.worker import start_worker
+
+    from config import celery_app
+
+    settings.WORKFLOW_LEASE_SECONDS = 5
+    settings.WORKFLOW_DISPATCH_GRACE_SECONDS = 3
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.3):
+            try:
+                engine.sweep()
+            finally:
+                connections.close_all()
+
+    with start_worker(
+        celery_app,
+        pool="threads",
+        concurrency=4,
+        perform_ping_check=False,
+        loglevel="WARNING",
+        shutdown_timeout=20,
+    ):
+        ticker = threading.Thread(target=beat, daemon=True)
+        ticker.start()
+        yield
+        stop.set()
+        ticker.join(timeout=5)
+    connections.close_all()
+
+
+@pytest.fixture
+def flow(worker: None, live_server: Any, settings: Any) -> Iterator[Flow]:
+    settings.NODE_API_URL = live_server.url
+    sim = make_sim({"users": []})
+    sim.model.node_api_timeout = 5
+    admin = get_user_model().objects.create_user("flow-admin", is_staff=True, is_superuser=True)
+    site = MaasSite.objects.create(
+        name="flow-site",
+        maas_url=sim.url,
+        pxe_subnet="10.20.0.0/16",
+        ca_bundle_pem=CA_PEM,
+        policy={"max_concurrent_workflows": 50},
+    )
+    site_credentials_write(
+        actor=admin,
+        site=site,
+        payload={"maas_api_key": API_KEY, "ipmi": {"username": "maas", "password": "ipmi-pass"}},
+    )
+    profile = SiteProfile.objects.create(site=site, name="h100", distro_series="jammy")
+    sku = Sku.objects.create(code="gpu-8x", name="8x GPU", gpu_count=8)
+    assert site_probe(actor=admin, site_id=site.pk)["health"] == "healthy"
+    site.refresh_from_db()
+    yield Flow(sim, site, profile, sku, admin)
+    sim.server.stop()
