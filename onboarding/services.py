@@ -310,43 +310,48 @@ def onboarding_start_batch(
 def onboarding_enroll(
     *, onboarding_id: Any, attempt: Any, token: str, hostname: str, agent_version: str
 ) -> Onboarding:
-    """A node agent enrolls with the token of its onboarding's current attempt, once."""
+    """A node agent enrolls with the token of its onboarding's current attempt, once.
+
+    A refusal is recorded in the timeline (committed on its own: the refusing request changes
+    nothing else) and logged without the token.
+    """
+    refusal = ""
     with transaction.atomic():
         wf = Onboarding.objects.select_for_update().filter(pk=onboarding_id).first()
         if wf is None:
             raise NotFound("No such onboarding.")
-        stale = (
+        if (
             not wf.is_open
             or wf.token_attempt != wf.attempt
             or str(attempt) != str(wf.attempt)
             or payload.token_hash(token or "") != wf.enrollment_token_hash
             or hostname != wf.hostname
-        )
-        if stale:
-            log.warning(
-                "refused enrollment for onboarding %s: stale or invalid token (claimed attempt %s, "
-                "current %s)",
-                wf.pk,
-                attempt,
-                wf.attempt,
-                extra={"onboarding_id": wf.pk, "hostname": wf.hostname},
+        ):
+            refusal = f"stale or invalid enrollment token (claimed attempt {attempt})"
+        elif wf.enrolled_attempt == wf.attempt:
+            refusal = f"enrollment token of attempt {wf.attempt} was already used"
+        else:
+            now = timezone.now()
+            wf.agent_started_at = wf.agent_started_at or now
+            wf.enrolled_at, wf.enrolled_attempt = now, wf.attempt
+            wf.save(
+                update_fields=["agent_started_at", "enrolled_at", "enrolled_attempt", "updated_at"]
             )
             engine_add_event(
-                wf, "enrollment.refused", f"stale or invalid enrollment token (attempt {attempt})"
+                wf, "node.enrolled", f"node agent {agent_version} enrolled (attempt {wf.attempt})"
             )
-            raise Forbidden("This enrollment token is not valid for the current attempt.")
-        if wf.enrolled_attempt == wf.attempt:
-            raise Forbidden("This attempt's token has already been used.")
-        now = timezone.now()
-        wf.agent_started_at = wf.agent_started_at or now
-        wf.enrolled_at, wf.enrolled_attempt = now, wf.attempt
-        wf.save(update_fields=["agent_started_at", "enrolled_at", "enrolled_attempt", "updated_at"])
-        engine_add_event(
-            wf, "node.enrolled", f"node agent {agent_version} enrolled (attempt {wf.attempt})"
-        )
-        if wf.state == WorkflowState.WAITING and wf.stage == "enrollment":
-            engine.wake(engine.KINDS["onboarding"], wf.pk, "node enrolled")
-    return wf
+            if wf.state == WorkflowState.WAITING and wf.stage == "enrollment":
+                engine.wake(engine.KINDS["onboarding"], wf.pk, "node enrolled")
+            return wf
+    log.warning(
+        "refused enrollment for onboarding %s: %s",
+        wf.pk,
+        refusal,
+        extra={"onboarding_id": wf.pk, "hostname": wf.hostname},
+    )
+    with transaction.atomic():
+        engine_add_event(wf, "enrollment.refused", refusal)
+    raise Forbidden("This enrollment token is not valid for the current attempt, or was used.")
 
 
 def engine_add_event(wf: Onboarding, kind: str, message: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, Q, When
+from django.db.models import Case, F, PositiveSmallIntegerField, Q, Value, When
 from django.utils import timezone
 
 from maas_domain import context
@@ -158,12 +158,14 @@ def claim(kind: WorkflowKind, pk: int, dispatch: int) -> tuple[Any, str] | None:
             kind.model.objects.filter(pk=pk, dispatch=dispatch, state=W.RUNNING)
             .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
             .update(
+                updated_at=now,
                 lease_owner=owner,
                 lease_expires_at=now + timedelta(seconds=lease_seconds()),
                 # a lease still held when it expired means the execution died with it
                 lost_leases=Case(
                     When(~Q(lease_owner=""), then=F("lost_leases") + 1),
                     default=F("lost_leases"),
+                    output_field=PositiveSmallIntegerField(),
                 ),
             )
         )
@@ -341,6 +343,7 @@ def wake(kind: WorkflowKind, pk: int, why: str) -> bool:
     """Move a waiting workflow back to running and dispatch it (compare-and-swap)."""
     with transaction.atomic():
         woken = kind.model.objects.filter(pk=pk, state=W.WAITING).update(
+            updated_at=timezone.now(),
             state=W.RUNNING,
             dispatch=F("dispatch") + 1,
             wait_system_id="",
@@ -387,10 +390,11 @@ def admit(site_id: int) -> int:
             now = timezone.now()
             for pk in pending:
                 moved = kind.model.objects.filter(pk=pk, state=W.PENDING).update(
+                    updated_at=now,
                     state=W.RUNNING,
                     dispatch=F("dispatch") + 1,
                     started_at=now,
-                    stage=Case(When(stage="", then=kind.stages[0].name), default=F("stage")),
+                    stage=Case(When(stage="", then=Value(kind.stages[0].name)), default=F("stage")),
                 )
                 if moved:
                     wf = kind.model.objects.only("dispatch").get(pk=pk)
@@ -416,7 +420,7 @@ def sweep() -> dict[str, int]:
             )
             for pk, dispatch in stuck.values_list("id", "dispatch")[:500]:
                 if kind.model.objects.filter(pk=pk, dispatch=dispatch, state=W.RUNNING).update(
-                    dispatch=F("dispatch") + 1
+                    dispatch=F("dispatch") + 1, updated_at=now
                 ):
                     enqueue(kind.name, pk, dispatch + 1)
                     counts["redispatched"] += 1
