@@ -240,7 +240,8 @@ def onboarding_start_batch(
                 )
         if errors:
             raise InvalidInput(f"{len(errors)} row error(s); nothing was created.", rows=errors)
-        new_nodes, existing = [], []
+        new_nodes: list[Node] = []
+        existing: list[Node] = []
         for row in rows:
             node = nodes.get(row["hostname"])
             taken = _take_node(site, target.sku, row["hostname"], row["ipmi_ip"], node)

@@ -106,6 +106,20 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
 
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=10) as page:
             assert b"Django" in page.read() or page.status == 200
+
+        # the run command ends with a demo onboarding of c07u31 and prints its timeline
+        finished = ""
+        while time.monotonic() < deadline + 120 and not finished:
+            line = runner.stdout.readline()
+            if not line:
+                break
+            output.append(line)
+            if line.startswith("Demo onboarding ") and "http" not in line:
+                finished = line
+        text = "".join(output)
+        assert "Demo onboarding succeeded" in finished, text
+        for stage in ("discover", "commission", "deploy", "enrollment", "complete"):
+            assert re.search(rf"{stage}\s+stage.completed", text), stage
     finally:
         runner.send_signal(signal.SIGINT)
         rest, _ = runner.communicate(timeout=60)

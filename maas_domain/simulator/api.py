@@ -87,9 +87,10 @@ class Action:
     method: str
     op: str | None
     fn: Handler
-    admin: bool = False
+    admin: bool = False  # @admin_method: 403 "This method is reserved for admin users."
     anon: bool = False
     doc: str = ""
+    perm: str | None = None  # NodePermission checked on the path's machine: 403, empty body
 
 
 @dataclass
@@ -98,6 +99,7 @@ class Resource:
     path: str  # e.g. /MAAS/api/2.0/machines/{system_id}/
     actions: list[Action]
     anon_name: str | None = None
+    auth: bool = True  # False: the resource has no authenticated handler (version/)
 
     def __post_init__(self) -> None:
         self.params = re.findall(r"{(\w+)}", self.path)
@@ -146,6 +148,13 @@ def parse_oauth(header: str) -> dict[str, str] | None:
     return params
 
 
+def oauth_error(message: str) -> ApiError:
+    """piston's ``send_oauth_error``: 401 with an OAuth challenge header."""
+    return ApiError(
+        401, f"Authorization Error: {message}", headers={"WWW-Authenticate": 'OAuth realm="OAuth"'}
+    )
+
+
 def authenticate(sim: Simulator, header: str | None) -> User | None:
     """OAuth1 PLAINTEXT as MAAS checks it. Raise 401 with MAAS's texts; None = anonymous."""
     params = parse_oauth(header or "")
@@ -157,16 +166,16 @@ def authenticate(sim: Simulator, header: str | None) -> User | None:
         (u for u in sim.users.values() if u.consumer_key == params["oauth_consumer_key"]), None
     )
     if user is None:
-        raise ApiError(401, "Authorization Error: Invalid API key.", json_body=False)
+        raise oauth_error("Invalid API key.")
     if params["oauth_token"] != user.token_key:
-        raise ApiError(401, f"Authorization Error: 'Invalid access token: {params['oauth_token']}'")
+        raise oauth_error(f"'Invalid access token: {params['oauth_token']}'")
     if params.get("oauth_version", "1.0") != "1.0":
-        raise ApiError(401, "Authorization Error: 'OAuth version must be 1.0'")
+        raise oauth_error("'OAuth version must be 1.0'")
     if (
         params["oauth_signature_method"] != "PLAINTEXT"
         or params["oauth_signature"] != f"&{user.token_secret}"
     ):
-        raise ApiError(401, "Authorization Error: 'Invalid signature.'")
+        raise oauth_error("'Invalid signature.'")
     return user
 
 
@@ -404,7 +413,9 @@ def machines_create(sim: Simulator, req: Request) -> Response:
             f"'{arch}' is not a valid architecture.  It should be one of: {choices}."
         ]
     macs = [m.lower().replace("-", ":") for m in req.all("mac_addresses")]
-    if not macs:
+    power_type = req.get("power_type") or ""
+    if not macs and power_type != "ipmi":
+        # An IPMI machine may be added by its BMC alone; commissioning finds its NICs.
         errors["mac_addresses"] = ["This field is required."]
     in_use = {i.mac_address: m.hostname for m in sim.machines.values() for i in m.interfaces}
     for mac in macs:
@@ -421,7 +432,6 @@ def machines_create(sim: Simulator, req: Request) -> Response:
         and any(m.hostname == hostname for m in sim.machines.values())
     ):
         errors["hostname"] = ["Node with this Hostname already exists."]
-    power_type = req.get("power_type") or ""
     power = _power_params_from(req)
     if (
         power_type == "ipmi"
@@ -440,13 +450,36 @@ def machines_create(sim: Simulator, req: Request) -> Response:
         mac_addresses=macs,
         architecture=arch,
     )
-    sim.event(m, "DEBUG", "User adding node", "", req.user.username)
     commission = req.get("commission")
     if req.user.is_superuser and (commission is None or _bool_field(commission)):
         # MAAS ignores errors of the implicit commissioning (LP:1600328)
         with contextlib.suppress(ApiError):
             sim.commission(m, req.user, {})
     return raw(sim.machine_json(m))
+
+
+def _is_registered(sim: Simulator, req: Request, ignore: set[NodeStatus]) -> bool:
+    mac = req.query.get("mac_address", [""])[0]
+    if not mac:
+        raise ApiError(400, "No provided mac_address!")
+    if not MAC.match(mac):
+        raise invalid({"mac_address": [f"'{mac}' is not a valid MAC address."]})
+    mac = mac.lower().replace("-", ":")
+    return any(
+        i.mac_address == mac
+        for m in sim.machines.values()
+        if m.status not in ignore
+        for i in m.interfaces
+    )
+
+
+def machines_is_registered(sim: Simulator, req: Request) -> Any:
+    return _is_registered(sim, req, {S.RETIRED})
+
+
+def anon_machines_is_registered(sim: Simulator, req: Request) -> Any:
+    # enlistment must be able to run for machines MAAS only half knows
+    return _is_registered(sim, req, {S.NEW, S.COMMISSIONING, S.RETIRED})
 
 
 def machines_enlist(sim: Simulator, req: Request) -> Response:
@@ -464,25 +497,35 @@ def machines_power_parameters(sim: Simulator, req: Request) -> Any:
 
 
 def machines_allocate(sim: Simulator, req: Request) -> Response:
-    assert req.user is not None
+    """Only the ``system_id`` and ``name`` constraints are simulated."""
+    user = req.user
+    assert user is not None
     sid = req.get("system_id")
     name = req.get("name")
     for m in (sim.machines[s] for s in sim.order if s in sim.machines):
         if (
             m.status != S.READY
+            or not has_perm(user, "edit", m)
             or (sid and m.system_id != sid)
             or (name and name not in (m.hostname, f"{m.hostname}.maas"))
         ):
             continue
-        m.owner = req.user.username
+        m.owner = user.username
+        sim.request_event(m, "User acquiring node", "acquire", req.get("comment") or "", user)
         sim.set_status(m, S.ALLOCATED)
-        sim.event(m, "DEBUG", "User acquiring node", "", req.user.username)
         data = json.loads(sim.machine_json(m))
         data["constraints_by_type"] = {}
         return raw(json.dumps(data).encode())
-    raise ApiError(
-        409, f"No machine with system ID {sid} available." if sid else "No machine available."
-    )
+    if sid:
+        message = f"No machine with system ID {sid} available."
+    elif name:
+        message = (
+            f"No available machine matches constraints: [('name', ['{name}'])] "
+            f'(resolved to "name={name}")'
+        )
+    else:
+        message = "No machine available."
+    raise ApiError(409, message)
 
 
 def machine_read(sim: Simulator, req: Request) -> Response:
@@ -511,14 +554,11 @@ def machine_delete(sim: Simulator, req: Request) -> Response:
 def machine_commission(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.commission(
-        m,
-        req.user,
-        {
-            k: req.flag(k)
-            for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
-        },
-    )
+    params: dict[str, Any] = {
+        k: req.flag(k) for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
+    }
+    params["testing_scripts"] = ",".join(req.all("testing_scripts"))
+    sim.commission(m, req.user, params)
     return raw(sim.machine_json(m))
 
 
@@ -545,23 +585,35 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
             400, f"Deployment operating system ubuntu/{series} is unavailable for {m.architecture}."
         )
     user_data = req.get("user_data")
-    decoded = None
-    if user_data:
-        try:
-            decoded = base64.b64decode(user_data, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise invalid({"user_data": ["Invalid base64."]}) from exc
     sim.deploy(
         m,
         req.user,
         {
             "distro_series": series,
-            "user_data": decoded,
+            "user_data": served_user_data(user_data.encode()) if user_data else None,
             "hwe_kernel": req.get("hwe_kernel"),
             "enable_hw_sync": req.flag("enable_hw_sync"),
         },
     )
     return raw(sim.machine_json(m))
+
+
+def served_user_data(stored: bytes) -> bytes:
+    """What the metadata server hands cloud-init for the ``user_data`` MAAS stored.
+
+    MAAS 3.5 stores the posted value as is and decodes it when it is base64 (strict, or once
+    line breaks and spaces are removed: python-libmaas sends ``base64.encodebytes``); any other
+    value is served unchanged. Nothing is refused at deploy time.
+    """
+    stripped = b"".join(stored.split())
+    for candidate in (stored, stripped):
+        try:
+            decoded = base64.b64decode(candidate, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if base64.b64encode(decoded) == candidate:
+            return decoded
+    return stored
 
 
 def machine_release(sim: Simulator, req: Request) -> Response:
@@ -602,10 +654,28 @@ def machine_mark_fixed(sim: Simulator, req: Request) -> Response:
     return raw(sim.machine_json(m))
 
 
+def machine_lock(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    if m.locked:
+        raise conflict("Machine is already locked")
+    sim.lock_machine(m, req.user, req.get("comment") or "")
+    return raw(sim.machine_json(m))
+
+
+def machine_unlock(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    if not m.locked:
+        raise conflict("Machine is not locked")
+    sim.unlock_machine(m, req.user, req.get("comment") or "")
+    return raw(sim.machine_json(m))
+
+
 def machine_power_on(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.power(m, req.user, on=True)
+    sim.power(m, req.user, on=True, comment=req.get("comment") or "")
     return raw(sim.machine_json(m))
 
 
@@ -614,7 +684,7 @@ def machine_power_off(sim: Simulator, req: Request) -> Response:
     assert req.user is not None
     if m.power_type == "manual":
         return raw(b"null")
-    sim.power(m, req.user, on=False)
+    sim.power(m, req.user, on=False, comment=req.get("comment") or "")
     return raw(sim.machine_json(m))
 
 
@@ -631,17 +701,19 @@ LAYOUTS = ("flat", "lvm", "bcache", "vmfs6", "vmfs7", "custom", "blank")
 
 def machine_set_storage_layout(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
+    if m.status != S.READY:  # checked before the parameters, as MAAS does
+        raise conflict("Cannot change the storage layout on a machine that is not Ready.")
     layout = req.get("storage_layout") or ""
     if layout not in LAYOUTS:
         raise invalid(
             {
                 "storage_layout": [
-                    f"Select a valid choice. {layout} is not one of the available choices."
+                    "This field is required."
+                    if not layout
+                    else f"Select a valid choice. {layout} is not one of the available choices."
                 ]
             }
         )
-    if m.status != S.READY:
-        raise conflict("Cannot change the storage layout on a machine that is not Ready.")
     m.storage_layout = layout
     m.touch(sim.now())
     return raw(sim.machine_json(m))
@@ -780,19 +852,45 @@ def interface_disconnect(sim: Simulator, req: Request) -> Any:
 # -- handlers: events and results ---------------------------------------------------------------
 
 
-def events_query(sim: Simulator, req: Request) -> Any:
-    level = req.get("level") or "INFO"
-    if level not in LEVELS:
-        raise ApiError(400, f"Unrecognised log level: {level}")
+EVENT_URI_PARAMS = frozenset(
+    (
+        "agent_name",
+        "domain",
+        "hostname",
+        "id",
+        "level",
+        "limit",
+        "mac_address",
+        "op",
+        "zone",
+        "owner",
+    )
+)
+
+
+def _int_param(req: Request, name: str, default: int | None) -> int | None:
+    """``get_optional_param(..., Int)``: a non-integer is a 400 with formencode's text."""
+    value = req.get(name)
+    if value is None or value == "":
+        return default
     try:
-        limit = int(req.get("limit") or 100)
+        return int(value)
     except ValueError as exc:
-        raise ApiError(400, "Invalid limit") from exc
+        raise ApiError(400, f"Invalid {name}: Please enter an integer value") from exc
+
+
+def events_query(sim: Simulator, req: Request) -> Any:
+    after = _int_param(req, "after", None)
+    before = _int_param(req, "before", None)
+    level = req.get("level") or "INFO"
+    limit = _int_param(req, "limit", 100)
+    assert limit is not None
     if limit > 1000:
         raise ApiError(400, f"Requested number of events {limit} is greater than limit: 1000")
     limit = max(limit, 1)
-    before, after = req.get("before"), req.get("after")
-    if before and after:
+    if level not in LEVELS:
+        raise ApiError(400, f"Unrecognised log level: {level}")
+    if before is not None and after is not None:
         raise ApiError(
             400, "There is undetermined behaviour when both `after` and `before` are specified."
         )
@@ -816,27 +914,35 @@ def events_query(sim: Simulator, req: Request) -> Any:
         selected = [e for e in pool if e.level == "AUDIT"]
     else:
         selected = [e for e in pool if LEVELS[e.level] >= minimum and e.level != "AUDIT"]
-    if after:
-        chosen = [e for e in selected if e.id > int(after)][:limit]
+    owner = req.get("owner")
+    if owner is not None:
+        selected = [e for e in selected if e.username == owner]
+    if after is not None:
+        chosen = [e for e in selected if e.id > after][:limit]
     else:
-        if before:
-            selected = [e for e in selected if e.id < int(before)]
+        if before is not None:
+            selected = [e for e in selected if e.id < before]
         chosen = selected[-limit:]
     chosen.reverse()  # always newest first
-    base = {k: v for k, v in req.query.items() if k not in ("after", "before")}
+    # MAAS rebuilds the page links from the request's own filters only (``all_params``:
+    # ``before``/``after`` are dropped, then the one that matters is set again).
+    base = [(k, x) for k, vs in req.query.items() if k in EVENT_URI_PARAMS for x in vs]
 
     def uri(**extra: Any) -> str:
-        query = [(k, x) for k, vs in base.items() for x in vs] + list(extra.items())
-        return f"{API_PREFIX}events/?{urlencode(query)}"
+        return f"{API_PREFIX}events/?{urlencode(base + list(extra.items()))}"
 
-    newest = chosen[0].id if chosen else int(after or 0)
+    if chosen:
+        next_uri = uri(after=chosen[0].id)
+        prev_uri: str | None = uri(before=chosen[-1].id)
+    else:
+        # No newer events now (there may be later), or none older than ``before``.
+        next_uri = uri(after=before - 1) if before is not None else uri()
+        prev_uri = uri(before=after + 1) if after is not None else None
     return {
         "count": len(chosen),
         "events": [e.as_json() for e in chosen],
-        "next_uri": uri(after=newest),
-        "prev_uri": uri(before=chosen[-1].id)
-        if chosen
-        else (uri(before=int(after)) if after else None),
+        "next_uri": next_uri,
+        "prev_uri": prev_uri,
     }
 
 
@@ -896,7 +1002,12 @@ def A(name: str, method: str, op: str | None, fn: Handler, **kw: Any) -> Action:
 
 P = API_PREFIX
 RESOURCES = [
-    Resource("VersionHandler", f"{P}version/", [A("read", "GET", None, version, anon=True)]),
+    Resource(
+        "VersionHandler",
+        f"{P}version/",
+        [A("read", "GET", None, version, anon=True)],
+        auth=False,
+    ),
     Resource(
         "UsersHandler",
         f"{P}users/",
@@ -929,8 +1040,10 @@ RESOURCES = [
         f"{P}machines/",
         [
             A("read", "GET", None, machines_list),
-            A("create", "POST", None, machines_create, admin=True),
+            A("create", "POST", None, machines_create),
+            A("is_registered", "GET", "is_registered", machines_is_registered),
             A("create", "POST", None, machines_enlist, anon=True),
+            A("is_registered", "GET", "is_registered", anon_machines_is_registered, anon=True),
             A("power_parameters", "GET", "power_parameters", machines_power_parameters, admin=True),
             A("allocate", "POST", "allocate", machines_allocate),
         ],
@@ -940,34 +1053,43 @@ RESOURCES = [
         "MachineHandler",
         f"{P}machines/{{system_id}}/",
         [
-            A("read", "GET", None, machine_read),
-            A("update", "PUT", None, machine_update, admin=True),
-            A("delete", "DELETE", None, machine_delete, admin=True),
-            A("commission", "POST", "commission", machine_commission, admin=True),
-            A("deploy", "POST", "deploy", machine_deploy),
-            A("release", "POST", "release", machine_release),
-            A("abort", "POST", "abort", machine_abort),
-            A("mark_broken", "POST", "mark_broken", machine_mark_broken),
-            A("mark_fixed", "POST", "mark_fixed", machine_mark_fixed, admin=True),
-            A("power_on", "POST", "power_on", machine_power_on),
-            A("power_off", "POST", "power_off", machine_power_off),
-            A("query_power_state", "GET", "query_power_state", machine_query_power),
-            A("power_parameters", "GET", "power_parameters", machine_power_parameters, admin=True),
+            A("read", "GET", None, machine_read, perm="view"),
+            A("update", "PUT", None, machine_update, perm="admin"),
+            A("delete", "DELETE", None, machine_delete, perm="admin"),
+            A("commission", "POST", "commission", machine_commission, perm="admin"),
+            A("deploy", "POST", "deploy", machine_deploy, perm="edit"),
+            A("release", "POST", "release", machine_release, perm="edit"),
+            A("abort", "POST", "abort", machine_abort, perm="edit"),
+            A("mark_broken", "POST", "mark_broken", machine_mark_broken, perm="edit"),
+            A("mark_fixed", "POST", "mark_fixed", machine_mark_fixed, perm="admin"),
+            A("lock", "POST", "lock", machine_lock, perm="lock"),
+            A("unlock", "POST", "unlock", machine_unlock, perm="lock"),
+            A("power_on", "POST", "power_on", machine_power_on, perm="edit"),
+            A("power_off", "POST", "power_off", machine_power_off, perm="edit"),
+            A("query_power_state", "GET", "query_power_state", machine_query_power, perm="view"),
+            A(
+                "power_parameters",
+                "GET",
+                "power_parameters",
+                machine_power_parameters,
+                perm="admin_read",
+            ),
             A(
                 "set_storage_layout",
                 "POST",
                 "set_storage_layout",
                 machine_set_storage_layout,
-                admin=True,
+                perm="admin",
             ),
             A(
                 "set_workload_annotations",
                 "POST",
                 "set_workload_annotations",
                 machine_set_annotations,
+                perm="edit",
             ),
-            A("set_owner_data", "POST", "set_owner_data", machine_set_annotations),
-            A("get_token", "GET", "get_token", machine_get_token, admin=True),
+            A("set_owner_data", "POST", "set_owner_data", machine_set_annotations, perm="edit"),
+            A("get_token", "GET", "get_token", machine_get_token, perm="admin_read"),
         ],
     ),
     Resource(
@@ -980,9 +1102,9 @@ RESOURCES = [
         f"{P}nodes/{{system_id}}/interfaces/{{id}}/",
         [
             A("read", "GET", None, interface_read),
-            A("link_subnet", "POST", "link_subnet", interface_link_subnet, admin=True),
-            A("unlink_subnet", "POST", "unlink_subnet", interface_unlink_subnet, admin=True),
-            A("disconnect", "POST", "disconnect", interface_disconnect, admin=True),
+            A("link_subnet", "POST", "link_subnet", interface_link_subnet, perm="admin"),
+            A("unlink_subnet", "POST", "unlink_subnet", interface_unlink_subnet, perm="admin"),
+            A("disconnect", "POST", "disconnect", interface_disconnect, perm="admin"),
         ],
     ),
     Resource("EventsHandler", f"{P}events/", [A("query", "GET", "query", events_query)]),
@@ -1000,10 +1122,14 @@ RESOURCES = [
 
 
 def describe(host: str) -> dict[str, Any]:
-    """The describe/ document: what python-libmaas builds its client from."""
+    """The describe/ document: what python-libmaas builds its client from.
+
+    As MAAS's ``_describe_api``: resources named after their handler class, each with an
+    ``anon`` and an ``auth`` handler (or null), resources and actions sorted by name.
+    """
 
     def handler(res: Resource, name: str, anon: bool) -> dict[str, Any]:
-        acts = [a for a in res.actions if a.anon == anon]
+        acts = sorted((a for a in res.actions if a.anon == anon), key=lambda a: (a.name, a.op))
         return {
             "name": name,
             "doc": f"Simulated {name}.",
@@ -1024,12 +1150,12 @@ def describe(host: str) -> dict[str, Any]:
 
     resources: list[dict[str, Any]] = []
     handlers: list[dict[str, Any]] = []
-    for res in RESOURCES:
+    for res in sorted(RESOURCES, key=lambda r: r.name):
         auth: dict[str, Any] | None = handler(res, res.name, anon=False)
         anon = handler(res, res.anon_name, anon=True) if res.anon_name else None
-        if res.name == "VersionHandler":
-            anon, auth = handler(res, "VersionHandler", anon=True), None
-        resources.append({"name": res.name.removesuffix("Handler"), "anon": anon, "auth": auth})
+        if not res.auth:
+            anon, auth = handler(res, res.name, anon=True), None
+        resources.append({"name": res.name, "anon": anon, "auth": auth})
         handlers.extend(h for h in (auth, anon) if h)
     body = {"doc": "MAAS API", "resources": resources, "handlers": handlers}
     body["hash"] = hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()  # noqa: S324
@@ -1037,6 +1163,22 @@ def describe(host: str) -> dict[str, Any]:
 
 
 API_HASH = describe("localhost")["hash"]
+
+
+def has_perm(user: User, perm: str, m: Machine) -> bool:
+    """MAAS's local authorisation backend (no RBAC) for ``NodePermission`` on a machine."""
+    can_edit = m.owner is None or m.owner == user.username or user.is_superuser
+    if perm == "view":
+        return True
+    if perm == "edit":
+        return not m.locked and can_edit
+    if perm == "lock":
+        return can_edit
+    if perm == "admin_read":
+        return user.is_superuser
+    if perm == "admin":
+        return not m.locked and user.is_superuser
+    raise ValueError(perm)
 
 
 def dispatch(sim: Simulator, req: Request) -> Response:
@@ -1048,11 +1190,13 @@ def dispatch(sim: Simulator, req: Request) -> Response:
         req.params = match.groupdict()
         op = req.get("op")
         anonymous = req.user is None
-        same = [a for a in res.actions if a.method == req.method and a.op == op]
-        # Authenticated callers may use anonymous actions too (version/); anonymous ones only those.
-        candidates = [a for a in same if a.anon == anonymous] or (
-            [] if anonymous else [a for a in same if a.anon]
-        )
+        # piston: an authenticated request goes to the handler, an anonymous one to the
+        # resource's anonymous handler (version/ has only that one and no authentication).
+        candidates = [
+            a
+            for a in res.actions
+            if a.method == req.method and a.op == op and (a.anon == anonymous or not res.auth)
+        ]
         if anonymous and not candidates:
             if res.anon_name is None and not any(a.anon for a in res.actions):
                 raise ApiError(401, "Forbidden")
@@ -1062,6 +1206,10 @@ def dispatch(sim: Simulator, req: Request) -> Response:
         action = candidates[0]
         if action.admin and req.user is not None and not req.user.is_superuser:
             raise ApiError(403, "This method is reserved for admin users.")
+        if action.perm and req.user is not None:
+            m = sim.machines.get(req.params.get("system_id", ""))
+            if m is not None and not has_perm(req.user, action.perm, m):
+                raise ApiError(403, "")  # PermissionDenied() from get_node_or_404
         result = action.fn(sim, req)
         if isinstance(result, Response):
             return result

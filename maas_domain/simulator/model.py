@@ -4,7 +4,8 @@ Time: every duration here is in *MAAS seconds*; ``Clock.scale`` makes them pass 
 60 turns MAAS's 30-minute deploy timeout into 30 real seconds). Machine-driven transitions
 (commissioning → testing → Ready, deploying → Deployed, disk erasing → Ready, timeouts) are
 scheduled on a heap and applied lazily whenever the simulator is touched, so 10,000 idle
-machines cost nothing.
+machines cost nothing. Each step runs at the time it was due (events carry that time, follow-up
+steps are timed from it), so a clock jump replays a whole chain as it would have happened.
 
 Thread safety: one lock (``Simulator.lock``) around every read and write; requests are short.
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import base64
 import heapq
 import itertools
-import json
 import random
 import string
 import threading
@@ -24,12 +24,36 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from maas_domain.maas.status import FAILURE_OF, LABELS, NodeStatus
 
 S = NodeStatus
 NODE_TIMEOUT = 30 * 60  # MAAS config node_timeout default
 RELEASE_TIMEOUT = 5 * 60  # hard-coded for RELEASING
 API_PREFIX = "/MAAS/api/2.0/"
+
+# Statuses in which a machine has an owner (seeded machines get the first user).
+OWNED_STATUSES = {
+    S.ALLOCATED,
+    S.DEPLOYING,
+    S.DEPLOYED,
+    S.FAILED_DEPLOYMENT,
+    S.RELEASING,
+    S.FAILED_RELEASING,
+    S.DISK_ERASING,
+    S.FAILED_DISK_ERASING,
+}
+
+# Leaving these does not update previous_status (pre_save_update_status).
+NO_PREVIOUS_STATUS = {
+    S.RESCUE_MODE,
+    S.ENTERING_RESCUE_MODE,
+    S.FAILED_ENTERING_RESCUE_MODE,
+    S.EXITING_RESCUE_MODE,
+    S.FAILED_EXITING_RESCUE_MODE,
+    S.TESTING,
+}
 
 LEVELS = {"AUDIT": 0, "DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
@@ -53,11 +77,19 @@ class Clock:
 class ApiError(Exception):
     """An answer MAAS gives for a refused request: status, body and its content type."""
 
-    def __init__(self, status: int, body: Any, *, json_body: bool = False) -> None:
+    def __init__(
+        self,
+        status: int,
+        body: Any,
+        *,
+        json_body: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(str(body))
         self.status = status
         self.body = body
         self.json_body = json_body
+        self.headers = headers or {}
 
 
 def conflict(message: str) -> ApiError:  # NodeStateViolation
@@ -186,10 +218,11 @@ class Event:
     created: float
     type: str
     description: str
+    action: str = ""  # shown as the machine's status_action
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "username": self.username,
+            "username": self.username or "unknown",  # Event.owner
             "node": self.system_id,
             "hostname": self.hostname,
             "id": self.id,
@@ -265,7 +298,6 @@ class Machine:
     memory: int = 2 * 1024 * 1024
     storage: float = 7680000.0
     storage_layout: str = "flat"
-    commissioned: bool = False
     enable_hw_sync: bool = False
     last_sync: float | None = None
     sync_interval: int | None = None
@@ -355,7 +387,13 @@ class Simulator:
         (200, "DEBUG", "Installation complete", "Node disabled netboot"),
         (205, "INFO", "Rebooting", ""),
     )
+    DEPLOY_INSTALL_LOG_AT = 200
     DEPLOY_FIRST_BOOT_AT = 260
+    ERASE_STEPS = (
+        (3, "INFO", "Powering on", ""),
+        (10, "INFO", "Performing PXE boot", ""),
+        (20, "INFO", "Loading ephemeral", ""),
+    )
     ERASE_SECONDS = {"quick": 30, "secure": 180, "full": 120}
     RELEASE_POWER_OFF_AT = 10
 
@@ -386,6 +424,7 @@ class Simulator:
         self._ids = itertools.count(1)
         self._events = itertools.count(1)
         self._heap: list[tuple[float, int, str, int, Step]] = []
+        self._step_time: float | None = None
         self._seq = itertools.count()
         self.node_side: Callable[[Simulator, Machine], None] | None = None
 
@@ -401,7 +440,8 @@ class Simulator:
                 return sid
 
     def now(self) -> float:
-        return self.clock.now()
+        """The simulated time; while a scheduled step runs, the time it was due at."""
+        return self._step_time if self._step_time is not None else self.clock.now()
 
     def schedule(self, m: Machine, delay: float, step: Step) -> None:
         heapq.heappush(
@@ -409,13 +449,21 @@ class Simulator:
         )
 
     def tick(self) -> None:
-        """Apply every scheduled machine-driven step that is due."""
-        now = self.now()
-        while self._heap and self._heap[0][0] <= now:
-            _, _, sid, op_id, step = heapq.heappop(self._heap)
-            m = self.machines.get(sid)
-            if m is not None and m.op_id == op_id:
-                step(self, m)
+        """Apply every scheduled machine-driven step that is due, in order.
+
+        Each step runs at the time it was due, so the events it writes carry that time and the
+        steps it schedules are timed from it (a clock jump replays a whole chain faithfully).
+        """
+        now = self.clock.now()
+        try:
+            while self._heap and self._heap[0][0] <= now:
+                due, _, sid, op_id, step = heapq.heappop(self._heap)
+                m = self.machines.get(sid)
+                if m is not None and m.op_id == op_id:
+                    self._step_time = due
+                    step(self, m)
+        finally:
+            self._step_time = None
 
     def start_op(self, m: Machine, name: str) -> None:
         """A new operation supersedes every step still scheduled for the previous one."""
@@ -424,17 +472,24 @@ class Simulator:
 
     # -- events and status ------------------------------------------------------------------
     def event(
-        self, m: Machine, level: str, type_: str, description: str = "", user: str = ""
+        self,
+        m: Machine,
+        level: str,
+        type_: str,
+        description: str = "",
+        user: str = "",
+        action: str = "",
     ) -> None:
         ev = Event(
             id=next(self._events),
             system_id=m.system_id,
             hostname=m.hostname,
-            username=user or m.owner or "",
+            username=user,
             level=level,
             created=self.now(),
             type=type_,
             description=description,
+            action=action,
         )
         self.events.append(ev)
         self.events_by_node.setdefault(m.system_id, []).append(ev)
@@ -442,32 +497,69 @@ class Simulator:
             m.last_event = ev
         m.touch(ev.created)
 
+    def request_event(
+        self, m: Machine, type_: str, action: str, comment: str, user: User | None
+    ) -> None:
+        """``Node._register_request_event``: "(user) - comment" for user requests."""
+        description = comment
+        if user is not None:
+            description = f"({user.username}) - {comment}" if comment else f"({user.username})"
+        level = "ERROR" if user is None else "DEBUG"
+        self.event(m, level, type_, description, user.username if user else "", action=action)
+
     def set_status(self, m: Machine, new: NodeStatus) -> None:
+        """A status change, with the side effects of MAAS's node signals."""
         if new != m.status:
             self.event(
                 m, "DEBUG", "Node changed status", f"From '{m.status.label}' to '{new.label}'"
             )
-            m.previous_status = m.status
+            if m.status not in NO_PREVIOUS_STATUS:
+                m.previous_status = m.status
             m.status = new
+            if new in (S.NEW, S.READY):
+                m.owner = None  # clear_owner_when_status_changes_to_new_or_ready
         m.touch(self.now())
 
-    def mark_failed(self, m: Machine, comment: str) -> None:
+    def node_timeout(self, status: NodeStatus) -> int:
+        """Minutes MAAS gives a monitored status (config ``node_timeout``; RELEASING is 5)."""
+        if status == S.RELEASING:
+            return RELEASE_TIMEOUT // 60
+        return int(self.config.get("node_timeout") or NODE_TIMEOUT // 60)
+
+    def mark_failed(self, m: Machine, comment: str, *, script_status: int = 3) -> None:
+        """``Node.mark_failed``: pending/running scripts end with ``script_status``."""
         failed = FAILURE_OF.get(m.status)
         if failed is None:
-            return
-        self.event(m, "ERROR", "Marking node failed", comment)
+            return  # NEW or already failed: MAAS silently ignores it
+        self.request_event(m, "Marking node failed", "mark_failed", comment, None)
+        self._end_running_scripts(m, script_status)
         m.error_description = comment
         self.set_status(m, failed)
         self.start_op(m, "failed")
 
-    def timeout_step(self, status: NodeStatus, minutes: int) -> Step:
-        def step(sim: Simulator, m: Machine) -> None:
-            if m.status == status:
+    def _end_running_scripts(self, m: Machine, status: int) -> None:
+        now = self.now()
+        for ss in m.script_sets:
+            for r in ss.results:
+                if r.status in (0, 1):  # Pending, Running
+                    r.status, r.ended = status, now
+            if ss.ended is None and all(r.ended is not None for r in ss.results):
+                ss.ended = now
+        m.touch(now)
+
+    def schedule_timeout(self, m: Machine, status: NodeStatus) -> None:
+        """``status_expires``: the status monitor fails the node once the timeout passes."""
+        minutes = self.node_timeout(status)
+
+        def step(sim: Simulator, mm: Machine) -> None:
+            if mm.status == status:
                 sim.mark_failed(
-                    m, f"Node operation '{status.label}' timed out after {minutes} minutes."
+                    mm,
+                    f"Node operation '{status.label}' timed out after {minutes} minutes.",
+                    script_status=5,  # Aborted
                 )
 
-        return step
+        self.schedule(m, minutes * 60, step)
 
     def _steps(
         self, m: Machine, steps: tuple[tuple[int, str, str, str], ...], until: float
@@ -476,7 +568,9 @@ class Simulator:
             return lambda sim, mm: sim.event(mm, level, type_, desc)
 
         for at, level, type_, desc in steps:
-            if at <= until:
+            if at <= 0:  # written in the API request itself (e.g. "Deploying")
+                self.event(m, level, type_, desc)
+            elif at <= until:
                 self.schedule(m, at, emitter(level, type_, desc))
 
     # -- machine creation -------------------------------------------------------------------
@@ -510,12 +604,33 @@ class Simulator:
             created=now,
             updated=now,
         )
+        if interfaces is not None:
+            self._add_interfaces(m, interfaces)
+        elif mac_addresses != []:  # [] = created by BMC address only: NICs found by commissioning
+            self._add_interfaces(m, self._default_nics(n, mac_addresses))
+        if status not in (S.NEW, S.COMMISSIONING, S.FAILED_COMMISSIONING):
+            # Seeded past commissioning: it passed once, networking was set up after it.
+            self.reset_networking(m)
+            self._script_set(m, 0, passed=True)
+        if status in OWNED_STATUSES:
+            m.owner = owner or next(iter(self.users), None)
+        if status in (S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT):
+            m.osystem, m.distro_series = "ubuntu", self.config["default_distro_series"]
+        if status == S.DEPLOYED:
+            m.power_state, m.netboot = "on", False
+        self.machines[sid] = m
+        self.order.append(sid)
+        return m
+
+    def _default_nics(self, n: int, macs: list[str] | None) -> list[dict[str, Any]]:
         pxe = min(self.subnets) if self.subnets else None
-        nic_specs = interfaces or [
+        return [
             {"name": f"eno{i + 1}", "mac_address": mac, "subnet": pxe if i == 0 else None}
-            for i, mac in enumerate(mac_addresses or [_mac(n, 0), _mac(n, 1)])
+            for i, mac in enumerate(macs or [_mac(n, 0), _mac(n, 1)])
         ]
-        for spec in nic_specs:
+
+    def _add_interfaces(self, m: Machine, specs: list[dict[str, Any]]) -> None:
+        for spec in specs:
             m.interfaces.append(
                 Interface(
                     id=self.new_id(),
@@ -524,19 +639,12 @@ class Simulator:
                     subnet_id=spec.get("subnet"),
                 )
             )
-        if status in (S.READY, S.ALLOCATED, S.DEPLOYED):
-            m.commissioned = True
-            self.reset_networking(m)
-            self._script_set(m, 0, passed=True)
-        if status == S.DEPLOYED:
-            m.osystem, m.distro_series, m.power_state = "ubuntu", "jammy", "on"
-            m.owner = owner or next(iter(self.users), None)
-        self.machines[sid] = m
-        self.order.append(sid)
-        return m
 
     def reset_networking(self, m: Machine) -> None:
-        """After commissioning: boot NIC AUTO on its PXE subnet, the others LINK_UP."""
+        """After commissioning: boot NIC AUTO on its PXE subnet, the others LINK_UP. A machine
+        created by BMC address alone gets its NICs here, as commissioning discovers them."""
+        if not m.interfaces:
+            self._add_interfaces(m, self._default_nics(self.new_id(), None))
         for i, iface in enumerate(m.interfaces):
             if i == 0 and not m.faults.pxe_unlinked:
                 subnet = m.faults.pxe_wrong_subnet or iface.subnet_id
@@ -599,12 +707,14 @@ class Simulator:
         self.start_op(m, "commission")
         m.owner = user.username
         m.error_description = ""
+        self.request_event(m, "User starting node commissioning", "start commissioning", "", user)
         self.set_status(m, S.COMMISSIONING)
-        self.event(m, "DEBUG", "User starting commissioning", "", user.username)
         self._script_set(m, 0, passed=None)
+        self.schedule_timeout(m, S.COMMISSIONING)
         if m.faults.bmc_unreachable:
-            self.schedule(m, 3, lambda sim, mm: sim._power_failure(mm))
+            self.schedule(m, 3, lambda sim, mm: sim._power_failure(mm, "on"))
             return
+        self._power_on(m)
         self._steps(m, self.COMMISSION_STEPS, until=1e9)
         if ordinal in m.faults.commission_failure:
 
@@ -627,16 +737,13 @@ class Simulator:
 
             self.schedule(m, self.COMMISSION_TESTING_AT - 10, fail)
             return
-
-        def testing(sim: Simulator, mm: Machine) -> None:
-            sim._finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
-            sim.set_status(mm, S.TESTING)
-            sim.event(mm, "INFO", "Running test", "smartctl-validate on sda")
-            sim._script_set(mm, 2, passed=None)
+        run_tests = (params.get("testing_scripts") or "").strip().lower() != "none"
 
         def ready(sim: Simulator, mm: Machine) -> None:
-            sim._finish_script_set(mm, 2, passed=True, output=b"smartctl-validate: PASSED\n")
-            mm.commissioned = True
+            if run_tests:
+                sim._finish_script_set(mm, 2, passed=True, output=b"smartctl-validate: PASSED\n")
+            else:
+                sim._finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
             if not params.get("skip_networking"):
                 sim.reset_networking(mm)
             mm.owner = None
@@ -644,29 +751,56 @@ class Simulator:
             sim.set_status(mm, S.READY)
             sim.event(mm, "INFO", "Ready", "")
 
+        if not run_tests:  # testing_scripts=none: straight to Ready, no Testing phase
+            self.schedule(m, self.COMMISSION_TESTING_AT, ready)
+            return
+
+        def testing(sim: Simulator, mm: Machine) -> None:
+            sim._finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
+            sim.set_status(mm, S.TESTING)
+            sim.event(mm, "INFO", "Running test", "smartctl-validate on sda")
+            sim._script_set(mm, 2, passed=None)
+            sim.schedule_timeout(mm, S.TESTING)
+
         self.schedule(m, self.COMMISSION_TESTING_AT, testing)
         self.schedule(m, self.COMMISSION_READY_AT, ready)
-        self.schedule(m, NODE_TIMEOUT, self.timeout_step(S.COMMISSIONING, 30))
 
-    def _power_failure(self, m: Machine) -> None:
-        m.power_state = "error"
-        self.event(
-            m,
-            "ERROR",
-            "Failed to power on node",
-            "Power on for the node failed: Failed talking to node's BMC: "
-            f"Unable to establish IPMI v2 / RMCP+ session ({m.power_address or 'no address'})",
+    def _commissioning_passed(self, m: Machine) -> bool:
+        sets = [s for s in m.script_sets if s.type == 0]
+        return bool(sets) and sets[-1].status == 2
+
+    def _power_on(self, m: Machine) -> None:
+        """MAAS powers the machine on (or cycles it) for an ephemeral boot."""
+        m.power_state = "on"
+        if m.faults.enlist_on_power_cycle:
+            # The BMC answers for another box: that one PXE boots from MACs MAAS does not know
+            # and enlists itself as a NEW machine (with the same BMC address).
+            m.faults.enlist_on_power_cycle = False
+            stranger = self.add_machine(
+                power_type=m.power_type, power_parameters=dict(m.power_parameters)
+            )
+            self.event(stranger, "INFO", "New", "")
+
+    def _power_failure(self, m: Machine, change: str) -> None:
+        """What the rack reports when the BMC cannot be reached (``power_change_failure``)."""
+        message = (
+            f"Power {change} for the node failed: Connection timed out while performing power "
+            "action.  Check BMC configuration and connectivity and try again."
         )
-        self.mark_failed(m, "Failed to power on node")
+        m.power_state = "error"
+        self.mark_failed(m, message)
+        self.event(m, "ERROR", f"Failed to power {change} node", message)
 
     def deploy(self, m: Machine, user: User, params: dict[str, Any]) -> None:
         if m.status == S.READY:
-            m.owner = user.username
-            self.set_status(m, S.ALLOCATED)
-        elif m.status == S.ALLOCATED:
-            if m.owner != user.username:
+            if m.owner is not None and m.owner != user.username:
                 raise conflict("Can't allocate a machine belonging to another user.")
-        else:
+            m.owner = user.username
+            self.request_event(m, "User acquiring node", "acquire", "", user)
+            self.set_status(m, S.ALLOCATED)
+        elif m.status == S.ALLOCATED and m.owner != user.username and not user.is_superuser:
+            raise ApiError(403, "")  # no edit permission on someone else's machine
+        if m.status != S.ALLOCATED:  # DEPLOYING not in NODE_TRANSITIONS[status]
             raise conflict(f"Can't deploy a machine that is in the '{m.status.label}' state")
         ordinal = m.next_count("deploy")
         self.start_op(m, "deploy")
@@ -677,15 +811,14 @@ class Simulator:
         m.enable_hw_sync = bool(params.get("enable_hw_sync"))
         m.sync_interval = 900 if m.enable_hw_sync else None
         m.error_description = ""
+        self.request_event(m, "User starting deployment", "start", "", user)
         self.set_status(m, S.DEPLOYING)
-        self.event(m, "DEBUG", "User starting deployment", "", user.username)
-        m.power_state = "on"
         self._script_set(m, 1, passed=None)
+        self.schedule_timeout(m, S.DEPLOYING)
         if m.faults.bmc_unreachable:
-            m.power_state = "error"
-            self.schedule(m, 3, lambda sim, mm: sim._power_failure(mm))
+            self.schedule(m, 3, lambda sim, mm: sim._power_failure(mm, "on"))
             return
-        self.schedule(m, NODE_TIMEOUT, self.timeout_step(S.DEPLOYING, 30))
+        self._power_on(m)
         if ordinal in m.faults.deploy_curtin_failure:
             self._steps(m, self.DEPLOY_STEPS, until=90)
 
@@ -705,13 +838,18 @@ class Simulator:
             self.schedule(m, 120, curtin_fail)
             return
         self._steps(m, self.DEPLOY_STEPS, until=1e9)
-        self.schedule(
-            m,
-            200,
-            lambda sim, mm: sim._finish_script_set(
-                mm, 1, passed=True, output=b"curtin: Installation finished.\n"
-            ),
-        )
+
+        def install_log(sim: Simulator, mm: Machine) -> None:
+            mm.netboot = False  # curtin's netboot_off ("Installation complete")
+            sim._finish_script_set(mm, 1, passed=True, output=b"curtin: Installation finished.\n")
+            sim.event(
+                mm,
+                "DEBUG",
+                "Script result",
+                "/tmp/install.log changed status from 'Running' to 'Passed'",  # noqa: S108
+            )
+
+        self.schedule(m, self.DEPLOY_INSTALL_LOG_AT, install_log)
         if ordinal in m.faults.deploy_datasource_failure:
             # The installed OS never reaches the MAAS datasource: no user-data request, so MAAS
             # never marks it Deployed; the node timeout fires 30 minutes after deploy started.
@@ -730,10 +868,15 @@ class Simulator:
         def first_boot(sim: Simulator, mm: Machine) -> None:
             # cloud-init of the installed OS asks for user-data: MAAS ends the deployment.
             sim.set_status(mm, S.DEPLOYED)
-            sim.event(mm, "INFO", "Deployed", f"ubuntu/{mm.distro_series}")
-            mm.netboot = False
             if mm.enable_hw_sync:
                 mm.last_sync = sim.now()
+            sim.event(
+                mm,
+                "INFO",
+                "Image Deployed",
+                f"deployed {mm.osystem}/{mm.distro_series}/{mm.architecture}",
+            )
+            sim.event(mm, "INFO", "Deployed", "")
             if sim.node_side is not None:
                 sim.node_side(sim, mm)  # the node side (enrollment call) plugs in here
 
@@ -741,7 +884,7 @@ class Simulator:
 
     def release(self, m: Machine, user: User, params: dict[str, Any]) -> None:
         if m.status in (S.RELEASING, S.READY):
-            return
+            return  # a redundant retry: the postcondition already holds
         from maas_domain.maas.status import RELEASABLE
 
         if m.status not in RELEASABLE:
@@ -750,128 +893,189 @@ class Simulator:
         ordinal = m.next_count("release")
         self.start_op(m, "release")
         comment = params.get("comment") or ""
-        self.event(m, "DEBUG", "User releasing node", comment, user.username)
-        m.owner = None
-        m.owner_data = {}
+        if not erase:
+            self.request_event(m, "User releasing node", "release", comment, user)
+            self._release(m)
+            return
+        # Only the wipe-disks release script: MAAS keeps the old "Disk erasing" statuses. The
+        # machine keeps its owner and OS until the wipe has finished and release() runs.
+        if params.get("secure_erase"):
+            mode = "secure"
+        elif params.get("quick_erase"):
+            mode = "quick"
+        else:
+            mode = "full"
+        self.request_event(m, "User erasing disk", "start disk erasing", comment, user)
+        self.set_status(m, S.DISK_ERASING)
+        self._script_set(m, 3, passed=None)
+        self.schedule_timeout(m, S.DISK_ERASING)
+        m.power_state = "on"
+        self._steps(m, self.ERASE_STEPS, until=1e9)
+        if m.faults.release_stuck:
+            return  # the ephemeral environment never reports back
+        if ordinal in m.faults.erase_failure:
+
+            def erase_fail(sim: Simulator, mm: Machine) -> None:
+                sim._finish_script_set(
+                    mm,
+                    3,
+                    passed=False,
+                    output=b"wipe-disks: /dev/sda: secure erase failed: Input/output error\n",
+                )
+                sim.mark_failed(mm, "Failed to erase disks.")
+                mm.power_state = "off"
+
+            self.schedule(m, self.ERASE_SECONDS[mode], erase_fail)
+            return
+
+        def erased(sim: Simulator, mm: Machine) -> None:
+            sim._finish_script_set(mm, 3, passed=True, output=b"wipe-disks: done\n")
+            sim.event(mm, "INFO", "Disks erased", "")
+            sim._release(mm)
+
+        self.schedule(m, self.ERASE_SECONDS[mode], erased)
+
+    def _release(self, m: Machine) -> None:
+        """``Node._release``: RELEASING, clear the deployment, power off, then finalise."""
+        self.set_status(m, S.RELEASING)
         m.osystem = m.distro_series = ""
         m.hwe_kernel = None
         m.enable_hw_sync, m.last_sync, m.sync_interval = False, None, None
         m.user_data = None
-        if erase:
-            mode = (
-                "secure"
-                if params.get("secure_erase")
-                else "quick"
-                if params.get("quick_erase")
-                else "full"
-            )
-            self.set_status(m, S.DISK_ERASING)
-            self.event(m, "INFO", "Erasing disk", f"{mode} erase")
-            self._script_set(m, 3, passed=None)
-            self.schedule(m, NODE_TIMEOUT, self.timeout_step(S.DISK_ERASING, 30))
-            if m.faults.release_stuck:
-                return
-            if ordinal in m.faults.erase_failure:
-
-                def erase_fail(sim: Simulator, mm: Machine) -> None:
-                    sim._finish_script_set(
-                        mm,
-                        3,
-                        passed=False,
-                        output=b"wipe-disks: /dev/sda: secure erase failed: Input/output error\n",
-                    )
-                    sim.mark_failed(mm, "Failed to erase disks.")
-
-                self.schedule(m, self.ERASE_SECONDS[mode], erase_fail)
-                return
-
-            def erased(sim: Simulator, mm: Machine) -> None:
-                sim._finish_script_set(mm, 3, passed=True, output=b"wipe-disks: done\n")
-                sim.event(mm, "INFO", "Disks erased", "")
-                sim._to_releasing(mm)
-
-            self.schedule(m, self.ERASE_SECONDS[mode], erased)
-            return
-        self._to_releasing(m)
-
-    def _to_releasing(self, m: Machine) -> None:
-        self.set_status(m, S.RELEASING)
+        m.netboot = True
         self.event(m, "INFO", "Releasing", "")
         if m.faults.release_stuck:
-            self.schedule(m, RELEASE_TIMEOUT, self.timeout_step(S.RELEASING, 5))
+            self.schedule_timeout(m, S.RELEASING)  # power-off is never observed
             return
+        if m.power_state == "off" or m.power_type == "manual":
+            self._finalize_release(m)
+            return
+        self.event(m, "INFO", "Powering off", "")
+        self.schedule_timeout(m, S.RELEASING)
 
-        def released(sim: Simulator, mm: Machine) -> None:
+        def powered_off(sim: Simulator, mm: Machine) -> None:
             mm.power_state = "off"
-            sim.set_status(mm, S.READY if mm.commissioned else S.NEW)
-            sim.event(mm, "INFO", "Released", "")
+            sim._finalize_release(mm)
 
-        if m.power_state in ("off", "unknown") or m.power_type == "manual":
-            released(self, m)
-        else:
-            self.schedule(m, self.RELEASE_POWER_OFF_AT, released)
+        self.schedule(m, self.RELEASE_POWER_OFF_AT, powered_off)
+
+    def _finalize_release(self, m: Machine) -> None:
+        """READY, or NEW if the machine never commissioned successfully; owner cleared."""
+        self.set_status(m, S.READY if self._commissioning_passed(m) else S.NEW)
+        m.owner = None
+        m.owner_data = {}
+        self.event(m, "INFO", "Released", "")
+
+    ABORTS = {  # request event, its action, status event
+        S.COMMISSIONING: (
+            "User aborting node commissioning",
+            "abort commissioning",
+            "Aborted commissioning",
+        ),
+        S.DEPLOYING: ("User aborting deployment", "abort deploying", "Aborted deployment"),
+        S.DISK_ERASING: ("User aborting disk erase", "abort disk erasing", "Aborted disk erasing"),
+        S.TESTING: ("User aborting node testing", "abort testing", "Aborted testing"),
+    }
 
     def abort(self, m: Machine, user: User, comment: str) -> None:
-        targets = {
-            S.COMMISSIONING: (S.NEW, "Aborted commissioning"),
-            S.DEPLOYING: (S.ALLOCATED, "Aborted deployment"),
-            S.DISK_ERASING: (S.FAILED_DISK_ERASING, "Aborted disk erasing"),
-            S.TESTING: (m.previous_status, "Aborted testing"),
-        }
-        if m.status not in targets:
+        if m.status not in self.ABORTS:
             raise conflict(
                 f"Cannot abort in current state: node {m.system_id} is in state {m.status.label}."
             )
-        target, message = targets[m.status]
+        target = {
+            S.COMMISSIONING: S.NEW,
+            S.DEPLOYING: S.ALLOCATED,
+            S.DISK_ERASING: S.FAILED_DISK_ERASING,
+            # testing right after commissioning: straight to Ready
+            S.TESTING: S.READY if m.previous_status == S.COMMISSIONING else m.previous_status,
+        }[m.status]
+        request_event, action, status_event = self.ABORTS[m.status]
+        if m.status == S.COMMISSIONING:
+            m.owner = None
         self.start_op(m, "abort")
-        self.event(m, "INFO", message, comment, user.username)
+        self.request_event(m, request_event, action, comment, user)
+        self.event(m, "INFO", status_event, "")
+        self._end_running_scripts(m, 5)  # Aborted
+        if m.power_state == "on":
+            self.event(m, "INFO", "Powering off", "")
         m.power_state = "off"
+        # MAAS applies the new status once the power-off went out, a moment after it answers;
+        # the simulator applies it at once.
         self.set_status(m, target)
 
     def mark_broken(self, m: Machine, user: User, comment: str) -> None:
         if m.owner != user.username:
             raise ApiError(403, "")
+        from maas_domain.maas.status import RELEASABLE
+
         self.start_op(m, "mark_broken")
-        previous = m.status
+        self.request_event(m, "User marking node broken", "mark broken", comment, user)
+        if m.status in RELEASABLE:  # release first (RELEASING, OS cleared, power off)
+            self.set_status(m, S.RELEASING)
+            m.osystem = m.distro_series = ""
+            m.hwe_kernel = None
+            m.enable_hw_sync, m.last_sync, m.sync_interval = False, None, None
+            m.netboot = True
+            self.event(m, "INFO", "Releasing", "")
+            if m.power_state == "on":
+                self.event(m, "INFO", "Powering off", "")
+                m.power_state = "off"
+        self.set_status(m, S.BROKEN)
         m.owner = None
         m.error_description = comment
-        self.event(m, "INFO", "Marking node broken", comment, user.username)
-        self.set_status(m, S.BROKEN)
-        m.previous_status = previous
 
     def mark_fixed(self, m: Machine, user: User, comment: str) -> None:
         if m.status != S.BROKEN:
             raise conflict("Can't mark a non-broken node as 'Ready'.")
         self.start_op(m, "mark_fixed")
+        self.request_event(m, "User marking node fixed", "mark fixed", comment, user)
+        self.set_status(m, S.DEPLOYED if m.previous_status == S.DEPLOYED else S.READY)
         m.error_description = ""
-        self.event(m, "INFO", "Marking node fixed", comment, user.username)
-        if m.previous_status == S.DEPLOYED:
-            self.set_status(m, S.DEPLOYED)
-        else:
-            m.osystem = m.distro_series = ""
-            self.set_status(m, S.READY)
+        m.osystem = m.distro_series = ""
+        m.hwe_kernel = None
 
-    def power(self, m: Machine, user: User, on: bool) -> None:
-        if m.faults.bmc_unreachable:
-            m.power_state = "error"
-            self.event(m, "WARNING", "Failed to query node's BMC", "connection timed out")
-            raise ApiError(
-                503,
-                f"{m.system_id}: Failed to power {'on' if on else 'off'} node: Failed talking to "
-                "node's BMC: Unable to establish IPMI v2 / RMCP+ session",
-            )
+    def lock_machine(self, m: Machine, user: User, comment: str) -> None:
+        self.request_event(m, "User locking node", "lock", comment, user)
+        if m.status not in (S.DEPLOYED, S.DEPLOYING):
+            raise conflict("Can't lock, node is not deployed or deploying")
+        m.locked = True
+        m.touch(self.now())
+
+    def unlock_machine(self, m: Machine, user: User, comment: str) -> None:
+        self.request_event(m, "User unlocking node", "unlock", comment, user)
+        m.locked = False
+        m.touch(self.now())
+
+    def power(self, m: Machine, user: User, on: bool, comment: str = "") -> None:
+        """power_on / power_off: MAAS answers at once; the BMC is driven after the commit."""
         if on and m.owner is None:
             raise conflict("Can't start node: it hasn't been allocated.")
-        m.power_state = "on" if on else "off"
-        self.event(m, "INFO", "Powering on" if on else "Powering off", "", user.username)
-        if on and m.faults.enlist_on_power_cycle:
-            m.faults.enlist_on_power_cycle = False
+        change = "on" if on else "off"
+        self.request_event(
+            m,
+            "User powering up node" if on else "User powering down node",
+            "start" if on else "stop",
+            comment,
+            user,
+        )
+        self.event(m, "INFO", "Powering on" if on else "Powering off", "")
+        if m.faults.bmc_unreachable:
+            self.schedule(m, 3, lambda sim, mm: sim._power_failure(mm, change))
+            return
+        if on:
+            self._power_on(m)
+        else:
+            m.power_state = "off"
 
     def query_power(self, m: Machine) -> str:
         if m.faults.bmc_unreachable:
+            message = (
+                "Connection timed out while performing power action.  Check BMC configuration "
+                "and connectivity and try again."
+            )
             m.power_state = "error"
-            self.event(m, "WARNING", "Failed to query node's BMC", "connection timed out")
-            raise ApiError(503, f"{m.system_id}: Failed to query node's BMC: connection timed out")
+            self.event(m, "WARNING", "Failed to query node's BMC", message)
+            raise ApiError(503, message)
         return m.power_state
 
     # -- serialisation -----------------------------------------------------------------------
@@ -914,7 +1118,7 @@ class Simulator:
     def machine_json(self, m: Machine) -> bytes:
         """The machine as MAAS shows it, cached until the machine changes."""
         if m._json is None:
-            m._json = json.dumps(self._machine_dict(m)).encode()
+            m._json = orjson.dumps(self._machine_dict(m))
         return m._json
 
     def _machine_dict(self, m: Machine) -> dict[str, Any]:
@@ -956,7 +1160,7 @@ class Simulator:
             "status": int(m.status),
             "status_name": status_name,
             "status_message": last.message if last else None,
-            "status_action": last.type if last else None,
+            "status_action": last.action if last else None,
             "error_description": m.error_description,
             "netboot": m.netboot,
             "power_type": m.power_type,

@@ -46,6 +46,12 @@ def read_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _check_keys(spec: dict[str, Any], known: set[str], what: str) -> None:
+    unknown = set(spec) - known
+    if unknown:
+        raise ValueError(f"unknown {what} fields: {sorted(unknown)}")
+
+
 def _status(name: str) -> NodeStatus:
     try:
         return NodeStatus[name.upper()]
@@ -56,8 +62,14 @@ def _status(name: str) -> NodeStatus:
 def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
     """Add machines from scenario entries; returns their system ids."""
     added = []
+    taken = {m.hostname for m in sim.machines.values()}
     for spec in specs:
         spec = dict(spec)
+        hostname = spec.get("hostname")
+        if hostname and not sim.allow_duplicate_hostnames and hostname in taken:
+            raise ValueError(
+                f"duplicate hostname {hostname!r} (set config.allow_duplicate_hostnames)"
+            )
         power = dict(spec.pop("power_parameters", {}))
         if "power_address" in spec:
             power.setdefault("power_address", spec.pop("power_address"))
@@ -75,6 +87,7 @@ def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
         )
         if spec:
             raise ValueError(f"unknown machine fields: {sorted(spec)}")
+        taken.add(m.hostname)
         added.append(m.system_id)
     return added
 
@@ -115,18 +128,28 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
     if api_key:
         users = [{"username": "admin", "is_superuser": True, "api_key": api_key}, *users]
     for u in users:
-        ck, tk, ts = u["api_key"].split(":")
-        sim.users[u["username"]] = User(u["username"], bool(u.get("is_superuser")), ck, tk, ts)
+        _check_keys(u, {"username", "is_superuser", "api_key", "email"}, "user")
+        parts = str(u["api_key"]).split(":")
+        if len(parts) != 3:
+            raise ValueError(f"api_key of {u['username']!r} must be consumer:token:secret")
+        ck, tk, ts = parts
+        sim.users[u["username"]] = User(
+            u["username"], bool(u.get("is_superuser")), ck, tk, ts, email=u.get("email", "")
+        )
     subnet_specs: list[dict[str, Any]] = data.get("subnets") or DEFAULT_SUBNETS
     for spec in subnet_specs:
+        _check_keys(spec, {"id", "name", "cidr", "vlan_id", "fabric_id", "gateway_ip"}, "subnet")
         subnet = Subnet(**spec)
         sim.subnets[subnet.id] = subnet
     for i, b in enumerate(data.get("boot_resources") or DEFAULT_BOOT_RESOURCES, start=1):
+        _check_keys(b, {"name", "architecture", "type"}, "boot resource")
         sim.boot_resources.append(BootResource(id=i, **b))
     config = dict(data.get("config") or {})
     sim.allow_duplicate_hostnames = bool(config.pop("allow_duplicate_hostnames", False))
+    _check_keys(config, set(sim.config), "config")
     sim.config.update(config)
     add_machines(sim, data.get("machines") or [])
     if data.get("generate"):
+        _check_keys(data["generate"], {"count", "status", "prefix", "ipmi_network"}, "generate")
         generate(sim, **data["generate"])
     return [RequestFault.from_dict(f) for f in data.get("request_faults") or []]

@@ -35,6 +35,9 @@ class RequestFault:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestFault:
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown request fault fields: {sorted(unknown)}")
         fault = cls(**data)
         if fault.kind not in FAULT_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
@@ -140,7 +143,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.text(410, "The 1.0 API is no longer available. Please use API version 2.0.")
         if url.path == api.API_PREFIX + "describe/":
             host = self.headers.get("Host") or "127.0.0.1"
-            return self.send(200, json.dumps(api.describe(host)).encode(), "application/json")
+            body = json.dumps(api.describe(host), sort_keys=True).encode()
+            return self.send(200, body, "application/json")
         if not url.path.startswith(api.API_PREFIX):
             return self.text(404, f"Unknown API endpoint: {url.path}.")
         query = parse_qs(url.query, keep_blank_values=True)
@@ -181,25 +185,46 @@ class Handler(BaseHTTPRequestHandler):
         sim = self.state.sim
         with sim.lock:
             try:
-                user = api.authenticate(sim, self.headers.get("Authorization"))
-                form = api.parse_form(self.headers.get("Content-Type", ""), body)
+                # version/ is an OperationsResource without authentication: credentials,
+                # good or bad, are not even looked at.
+                user = (
+                    None
+                    if path == api.API_PREFIX + "version/"
+                    else api.authenticate(sim, self.headers.get("Authorization"))
+                )
+                # Django fills request.POST for POST only (piston coerces PUT); a body sent with
+                # GET or DELETE (Drydock does that) is ignored.
+                form = (
+                    api.parse_form(self.headers.get("Content-Type", ""), body)
+                    if method in ("POST", "PUT")
+                    else {}
+                )
                 request = api.Request(method, path, query, form, self.headers.get("Host", ""), user)
                 sim.tick()
                 return api.dispatch(sim, request)
             except ApiError as exc:
                 if exc.json_body:
-                    return api.Response(exc.status, json.dumps(exc.body).encode())
-                headers = {"WWW-Authenticate": 'OAuth realm="OAuth"'} if exc.status == 401 else {}
+                    return api.Response(
+                        exc.status, json.dumps(exc.body).encode(), headers=exc.headers
+                    )
                 return api.Response(
-                    exc.status, str(exc.body).encode(), "text/plain; charset=utf-8", headers
+                    exc.status, str(exc.body).encode(), "text/plain; charset=utf-8", exc.headers
                 )
+            except Exception as exc:  # MAAS answers any other exception with a 500 and its text
+                return api.Response(500, str(exc).encode(), "text/plain; charset=utf-8")
 
     # -- control endpoint ---------------------------------------------------------------------
     def control(self, method: str, path: str, body: bytes) -> None:
+        try:
+            data = json.loads(body or b"{}")
+            return self._control(method, path, data)
+        except (ValueError, KeyError, TypeError) as exc:  # a malformed control request
+            return self.json({"error": f"{type(exc).__name__}: {exc}"}, 400)
+
+    def _control(self, method: str, path: str, data: dict[str, Any]) -> None:
         from maas_domain.simulator import scenario
 
         sim, state = self.state.sim, self.state
-        data = json.loads(body or b"{}")
         parts = path.strip("/").split("/")[1:]
         with sim.lock:
             sim.tick()
@@ -268,11 +293,18 @@ class Handler(BaseHTTPRequestHandler):
                         for k, n in sorted(state.counters.items())
                     ]
                     return self.json({"counters": rows, "mutations": list(state.log)})
-            if parts == ["config"] and method == "POST":
-                sim.allow_duplicate_hostnames = bool(
-                    data.get("allow_duplicate_hostnames", sim.allow_duplicate_hostnames)
+            if parts == ["config"]:
+                if method == "POST":
+                    data = dict(data)
+                    if "allow_duplicate_hostnames" in data:
+                        sim.allow_duplicate_hostnames = bool(data.pop("allow_duplicate_hostnames"))
+                    unknown = set(data) - set(sim.config)
+                    if unknown:
+                        raise ValueError(f"unknown config settings: {sorted(unknown)}")
+                    sim.config.update(data)
+                return self.json(
+                    {"allow_duplicate_hostnames": sim.allow_duplicate_hostnames, **sim.config}
                 )
-                return self.json({"allow_duplicate_hostnames": sim.allow_duplicate_hostnames})
         return self.json({"error": f"unknown control path {path}"}, 404)
 
     def json(self, data: Any, status: int = 200) -> None:

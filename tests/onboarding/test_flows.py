@@ -86,7 +86,7 @@ def test_single_node_happy_path_discovered_by_ipmi(
         "complete",
     ]
     assert wf.completed_at and wf.enrolled_attempt == wf.attempt == wf.token_attempt == 1
-    node = Node.objects.get(pk=wf.node_id)
+    node = Node.objects.get(onboardings=wf)
     assert (node.state, node.maas_system_id) == ("active", sid)
     assert flow.sim.mutations(sid) == [
         "machine.commission",
@@ -248,7 +248,7 @@ def test_stale_enrollment_token_is_refused(flow: Flow, node_side: NodeSide) -> N
     assert [c["status"] for c in node_side.calls] == [403]
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "enrollment", "timeout")
     assert wf.events.filter(kind="enrollment.refused").count() == 1
-    assert Node.objects.get(pk=wf.node_id).state == "provisioning"
+    assert Node.objects.get(onboardings=wf).state == "provisioning"
 
 
 def test_token_is_accepted_once(flow: Flow, node_side: NodeSide) -> None:

@@ -41,6 +41,7 @@ class Command(BaseCommand):
         parser.add_argument("--admin-user", default="admin")
         parser.add_argument("--maas-port", type=int, default=5240, help="simulator port")
         parser.add_argument("--time-scale", type=float, default=30.0, help="simulator clock")
+        parser.add_argument("--no-demo", action="store_true", help="skip the demo onboarding")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         self.stdout.write(f"data folder: {settings.DATA_DIR}")
@@ -60,7 +61,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         try:
             self._wait_http(f"{maas_url}api/2.0/version/", procs, lambda: stopping)
-            probe = self._demo_site(opts["admin_user"], maas_url)
+            probe = self._demo_site(opts["admin_user"], maas_url, base)
             self._wait_http(f"{base}/admin/login/", procs, lambda: stopping)
             if not stopping:
                 self._banner(base, opts["admin_user"], password, token)
@@ -68,6 +69,8 @@ class Command(BaseCommand):
                     f"  Demo site   : 'demo' on the MAAS simulator at {maas_url} "
                     f"(probe: {probe['health']})\n"
                 )
+            if not stopping and not opts["no_demo"]:
+                self._demo_onboarding(opts["admin_user"], base, procs, lambda: stopping)
             while not stopping:
                 for name, proc in procs.items():
                     if proc.poll() is not None:
@@ -95,12 +98,41 @@ class Command(BaseCommand):
             _, raw = api_token_create(user=user, name=EMBEDDED_TOKEN_NAME)
         return password, raw
 
-    def _demo_site(self, username: str, maas_url: str) -> dict[str, Any]:
+    def _demo_site(self, username: str, maas_url: str, base: str) -> dict[str, Any]:
         from maas_domain.services.demo import demo_site_ensure
 
         user = get_user_model().objects.get(username=username)
         api_key = self._sim_key_file().read_text().strip()
-        return demo_site_ensure(actor=user, maas_url=maas_url, api_key=api_key)
+        return demo_site_ensure(actor=user, maas_url=maas_url, api_key=api_key, node_api_url=base)
+
+    def _demo_onboarding(
+        self, username: str, base: str, procs: dict[str, Any], stopping: Any
+    ) -> None:
+        """Onboard c07u31 against the simulator and print its timeline as it happens."""
+        from maas_domain.services.demo import demo_onboarding_start
+        from onboarding.models import Onboarding
+
+        user = get_user_model().objects.get(username=username)
+        wf = demo_onboarding_start(actor=user)
+        self.stdout.write(f"Demo onboarding of c07u31: {base}/api/v1/admin/onboardings/{wf.pk}")
+        seen = 0
+        deadline = time.monotonic() + 300
+        while not stopping() and time.monotonic() < deadline:
+            events = list(wf.events.order_by("at", "id")[seen:])
+            for e in events:
+                self.stdout.write(f"  {e.at:%H:%M:%S} {e.stage:<13} {e.kind:<17} {e.message}")
+            seen += len(events)
+            self.stdout.flush()
+            wf = Onboarding.objects.get(pk=wf.pk)
+            if wf.state in ("succeeded", "failed"):
+                self.stdout.write(
+                    f"Demo onboarding {wf.state}" + (f": {wf.reason}" if wf.reason else "")
+                )
+                return
+            for name, proc in procs.items():
+                if proc.poll() is not None:
+                    raise CommandError(f"{name} exited with code {proc.returncode}")
+            time.sleep(0.5)
 
     def _sim_key_file(self) -> Path:
         return Path(settings.DATA_DIR) / "simulator-api-key"
@@ -131,6 +163,8 @@ class Command(BaseCommand):
             ],
         }  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # The demo wants quick hand-offs; production keeps the 10 s default.
+        env.setdefault("MAASCP_WORKFLOW_SWEEP_SECONDS", "2")
         procs = {}
         for name, cmd in commands.items():
             # Own session: a terminal Ctrl-C reaches only us, and we stop the children in order.

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from maas_domain.simulator import scenario
 from maas_domain.simulator.model import Simulator
+from maas_domain.simulator.node import NodeSide
 from maas_domain.simulator.server import SimulatorServer
 
 
@@ -62,6 +63,7 @@ class Command(BaseCommand):
             raise CommandError("no API user: pass --api-key-file or list users in the scenario")
         if opts["machines"]:
             scenario.generate(sim, count=opts["machines"])
+        sim.node_side = NodeSide()  # deployed machines enroll from their user-data
         server = SimulatorServer(sim, host=opts["host"], port=opts["port"], faults=faults)
         self.stdout.write(
             f"MAAS simulator on {server.url} ({len(sim.machines)} machines, "
