@@ -20,3 +20,4 @@ fmt: ## fix formatting and the lint rules ruff can fix
 bench: ## print performance figures (never part of make check)
 	scripts/bootstrap
 	.venv/bin/python benchmarks/bench_maas.py
+	.venv/bin/python benchmarks/bench_onboarding.py 1000 100

@@ -102,9 +102,11 @@ def _fetch_targets(ctx: StageContext) -> list[tuple[str, str]]:
 
 
 def _fetchable(url: str) -> str:
+    """HEAD the URL (GET if HEAD is not allowed): it must answer below 400."""
     try:
-        response = requests.get(url, timeout=(3, 5), stream=True)
-        response.close()
+        response = requests.head(url, timeout=(3, 5), allow_redirects=True)
+        if response.status_code == 405:
+            response = requests.get(url, timeout=(3, 5))
     except requests.RequestException as exc:
         return type(exc).__name__
     return "" if response.status_code < 400 else f"HTTP {response.status_code}"

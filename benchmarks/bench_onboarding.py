@@ -1,0 +1,157 @@
+"""Onboard a batch through the real engine and report MAAS requests per node.
+
+Runs against a scratch PostgreSQL database and Redis DB 14: the simulator (fast clock, with its
+node side enrolling over HTTP), an in-process WSGI server for the node endpoints, a real Celery
+worker (threads) and a sweep ticker standing in for beat. Prints wall time and the MAAS request
+count per onboarded node, total and by operation. Usage: bench_onboarding.py [nodes] [limit]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+NODES = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+LIMIT = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+os.environ["MAASCP_DATABASE_URL"] = "postgresql://postgres@127.0.0.1:5432/maascp_bench"
+os.environ["MAASCP_BROKER_URL"] = "redis://127.0.0.1:6379/14"
+os.environ.setdefault(
+    "MAASCP_DATA_DIR", str(Path(__file__).resolve().parent.parent / "var" / "bench")
+)
+
+import psycopg
+
+with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+    c.execute("DROP DATABASE IF EXISTS maascp_bench WITH (FORCE)")
+    c.execute("CREATE DATABASE maascp_bench")
+
+import django
+
+django.setup()
+
+import redis
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+from django.core.wsgi import get_wsgi_application
+from django.db import connections
+
+from config import celery_app
+from maas_domain.models import MaasSite, SiteProfile, Sku
+from maas_domain.services.credentials import site_credentials_write
+from maas_domain.services.demo import demo_ca_pem
+from maas_domain.services.probe import site_probe
+from maas_domain.simulator import scenario
+from maas_domain.simulator.model import Simulator
+from maas_domain.simulator.node import NodeSide
+from maas_domain.simulator.server import SimulatorServer
+from maas_domain.workflow import engine
+from onboarding.models import Onboarding
+from onboarding.services import onboarding_start_batch
+
+KEY = "BenchConsumer12345:BenchToken12345678:BenchSecretABCDEFGHIJKLMNOPQRSTU"
+
+
+class Quiet(WSGIRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def main() -> None:
+    call_command("migrate", verbosity=0)
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    settings.WORKFLOW_DISPATCH_GRACE_SECONDS = 30
+    sim = Simulator(scale=600)
+    scenario.load(sim, {}, api_key=KEY)
+    scenario.add_machines(
+        sim,
+        [
+            {
+                "hostname": f"b{i:05d}",
+                "status": "new",
+                "power_address": f"10.70.{i // 250}.{i % 250 + 1}",
+            }
+            for i in range(NODES)
+        ],
+    )
+    sim.node_side = NodeSide()
+    server = SimulatorServer(sim).start()
+    web = ThreadedWSGIServer(("127.0.0.1", 0), Quiet)
+    web.set_app(get_wsgi_application())
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    settings.NODE_API_URL = f"http://127.0.0.1:{web.server_address[1]}"
+
+    admin = get_user_model().objects.create_user("bench", is_staff=True, is_superuser=True)
+    site = MaasSite.objects.create(
+        name="bench",
+        maas_url=server.url,
+        pxe_subnet="10.20.0.0/16",
+        ca_bundle_pem=demo_ca_pem(),
+        policy={"max_concurrent_workflows": LIMIT},
+    )
+    site_credentials_write(
+        actor=admin,
+        site=site,
+        payload={"maas_api_key": KEY, "ipmi": {"username": "maas", "password": "x"}},
+    )
+    profile = SiteProfile.objects.create(site=site, name="p", distro_series="jammy")
+    sku = Sku.objects.create(code="k", name="k")
+    assert site_probe(actor=admin, site_id=site.pk)["health"] == "healthy"
+    server.state.counters.clear()
+
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(1.0):
+            engine.sweep()
+            connections.close_all()
+
+    rows = [
+        {"hostname": f"b{i:05d}", "ipmi_ip": f"10.70.{i // 250}.{i % 250 + 1}"}
+        for i in range(NODES)
+    ]
+    with start_worker(
+        celery_app,
+        pool="threads",
+        concurrency=8,
+        perform_ping_check=False,
+        loglevel="ERROR",
+        shutdown_timeout=30,
+    ):
+        threading.Thread(target=beat, daemon=True).start()
+        started = time.perf_counter()
+        t0 = time.perf_counter()
+        batch = onboarding_start_batch(
+            actor=admin, site_id=site.pk, profile_id=profile.pk, sku_id=sku.pk, rows=rows
+        )
+        accept = time.perf_counter() - t0
+        while Onboarding.objects.filter(
+            batch=batch, state__in=("pending", "running", "waiting")
+        ).exists():
+            time.sleep(1)
+        elapsed = time.perf_counter() - started
+        stop.set()
+    states = Counter(Onboarding.objects.filter(batch=batch).values_list("state", flat=True))
+    by_action: Counter[str] = Counter()
+    for (method, action, _sid, _status), n in server.state.counters.items():
+        by_action[f"{method} {action}"] += n
+    total = sum(by_action.values())
+    print(f"batch accept ({NODES} rows, one transaction): {accept * 1000:.0f} ms")
+    print(f"onboarded {NODES} nodes (concurrency limit {LIMIT}) in {elapsed:.1f}s: {dict(states)}")
+    print(f"MAAS requests: {total} total, {total / NODES:.2f} per node")
+    for action, n in by_action.most_common():
+        print(f"  {action:<36} {n:>7}  ({n / NODES:.2f}/node)")
+    server.stop()
+    web.shutdown()
+
+
+if __name__ == "__main__":
+    main()
