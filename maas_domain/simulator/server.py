@@ -293,6 +293,22 @@ class Handler(BaseHTTPRequestHandler):
                         for k, n in sorted(state.counters.items())
                     ]
                     return self.json({"counters": rows, "mutations": list(state.log)})
+            if parts == ["node-side"]:
+                from maas_domain.simulator.node import NodeSide
+
+                side = sim.node_side
+                if not isinstance(side, NodeSide):
+                    return self.json({"error": "no node side attached"}, 404)
+                if method == "POST":
+                    body = dict(data)
+                    host = body.pop("hostname", None)
+                    if not host:
+                        return self.json({"error": "hostname is required"}, 400)
+                    try:
+                        side.set(host, **body)
+                    except TypeError as exc:
+                        return self.json({"error": str(exc)}, 400)
+                return self.json({"calls": list(side.calls)})
             if parts == ["config"]:
                 if method == "POST":
                     data = dict(data)

@@ -289,3 +289,33 @@ def test_batch_of_50_with_concurrency_limit(flow: Flow, node_side: NodeSide) -> 
     assert states.count("succeeded") == 50
     assert 1 <= peak <= 5
     assert Node.objects.filter(state="active").count() == 50
+
+
+def test_hardware_sync_required_deploys_with_sync_and_waits_for_the_seed(
+    flow: Flow, node_side: NodeSide
+) -> None:
+    flow.site.policy = {**flow.site.policy, "hardware_sync_required": True}
+    flow.site.save()
+    sid = flow.sim.add(hostname="c07u43", status="ready", power_address="10.10.7.43")
+    wf = finished(start(flow, "c07u43", "10.10.7.43").pk)
+    assert wf.state == "succeeded", wf.reason
+    assert flow.sim.model.machines[sid].enable_hw_sync is True
+    completed = wf.events.get(kind="stage.completed", stage="hardware_sync")
+    assert "hardware sync seeded" in completed.message
+
+
+def test_node_side_told_through_the_control_endpoint_to_stay_silent(
+    flow: Flow, node_side: NodeSide
+) -> None:
+    import requests
+
+    answer = requests.post(
+        flow.sim.control + "node-side", json={"hostname": "c07u44", "mode": "silent"}, timeout=5
+    )
+    assert answer.status_code == 200
+    flow.site.policy = {**flow.site.policy, "stage_timeouts": {"enrollment": 5}}
+    flow.site.save()
+    flow.sim.add(hostname="c07u44", status="ready", power_address="10.10.7.44")
+    wf = finished(start(flow, "c07u44", "10.10.7.44").pk)
+    assert (wf.state, wf.stage, wf.failure_class) == ("failed", "enrollment", "timeout")
+    assert node_side.calls == []

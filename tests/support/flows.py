@@ -75,7 +75,7 @@ def worker(transactional_db: None, settings: Any) -> Iterator[None]:
 
     if not settings.CELERY_BROKER_URL.startswith("redis"):
         pytest.fail(
-        pytest.fail("whole-workflow tests need Redis: run `make check` or set the broker URL")
+            pytest.fail("whole-workflow tests need Redis: run `make check` or set the broker URL")
         )
     settings.WORKFLOW_LEASE_SECONDS = 5
     settings.WORKFLOW_DISPATCH_GRACE_SECONDS = 3
