@@ -67,7 +67,7 @@ class Quiet(WSGIRequestHandler):
 
 def main() -> None:
     call_command("migrate", verbosity=0)
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    redis.Redis.from_url(str(settings.CELERY_BROKER_URL)).flushdb()
     settings.WORKFLOW_DISPATCH_GRACE_SECONDS = 30
     sim = Simulator(scale=600)
     scenario.load(sim, {}, api_key=KEY)

@@ -194,7 +194,7 @@ def enroll(request: Request) -> Response:
     return Response({"enrolled": True, "onboarding_id": wf.pk, "node_id": wf.node_id})
 
 
-@api_view(["GET"])
+@api_view(["GET", "HEAD"])
 @authentication_classes([])
 @permission_classes([AllowAny])
 def node_health(request: Request) -> Response:

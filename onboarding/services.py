@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -51,22 +52,27 @@ def _target(site_id: Any, profile_id: Any, sku_id: Any) -> Target:
     return Target(site, profile, sku)
 
 
-def check_guardrails(target: Target, *, hostnames: list[str], confirm_host: str | None) -> None:
-    """Seed 001 §6: probe healthy and recent, profile active, SKU valid; guarded sites need an
-    explicit confirmation naming an approved host."""
-    from django.conf import settings
-
-    site, problems = target.site, []
+def target_problems(site: MaasSite, profile: SiteProfile, sku: Sku) -> list[str]:
+    """Seed 001 §6, checked when a request arrives and again by the preflight stage: site
+    enabled, its probe healthy and recent, profile active, SKU active."""
+    problems = []
     if site.status != SiteStatus.ACTIVE:
         problems.append(f"site {site.name} is disabled")
     if site.health != SiteHealth.HEALTHY or site.last_probe_at is None:
         problems.append(f"site probe is {site.health}; run POST /maas-sites/{site.pk}/probe")
     elif (timezone.now() - site.last_probe_at).total_seconds() > settings.PROBE_MAX_AGE_SECONDS:
         problems.append("the last site probe is too old; probe the site again")
-    if target.profile.status != ProfileStatus.ACTIVE:
-        problems.append(f"profile {target.profile.name} is disabled")
-    if not target.sku.active:
-        problems.append(f"SKU {target.sku.code} is not active")
+    if profile.status != ProfileStatus.ACTIVE:
+        problems.append(f"profile {profile.name} is disabled")
+    if not sku.active:
+        problems.append(f"SKU {sku.code} is not active")
+    return problems
+
+
+def check_guardrails(target: Target, *, hostnames: list[str], confirm_host: str | None) -> None:
+    """The target checks, plus: a guarded site needs a confirmation naming an approved host."""
+    site = target.site
+    problems = target_problems(site, target.profile, target.sku)
     if site.guarded:
         if len(hostnames) != 1:
             problems.append("site is guarded: onboard one approved host at a time")

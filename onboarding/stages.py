@@ -18,11 +18,11 @@ from maas_domain.maas.errors import MaasNotFound
 from maas_domain.maas.status import NodeStatus
 from maas_domain.maas.types import Machine
 from maas_domain.models import RoceAssignment
-from maas_domain.models.sites import ProfileStatus, SiteHealth
 from maas_domain.services.credentials import ipmi_credentials
 from maas_domain.workflow.engine import Stage, StageContext
 from maas_domain.workflow.results import Done, Fail, Result, StageFailed, Wait
 from onboarding import payload
+from onboarding.services import target_problems
 
 S = NodeStatus
 POLL = 600.0  # check-in fallback when nothing wakes a wait earlier (seconds)
@@ -54,15 +54,7 @@ def _observe(ctx: StageContext, machine: Machine) -> None:
 def preflight(ctx: StageContext) -> Result:
     wf, policy = ctx.wf, ctx.policy
     site = wf.site
-    problems: list[str] = []
-    if site.health != SiteHealth.HEALTHY or site.last_probe_at is None:
-        problems.append(f"site probe is {site.health}; probe the site first")
-    elif (timezone.now() - site.last_probe_at).total_seconds() > settings.PROBE_MAX_AGE_SECONDS:
-        problems.append("site probe is older than the allowed age; probe the site again")
-    if wf.profile.status != ProfileStatus.ACTIVE:
-        problems.append(f"profile {wf.profile.name} is disabled")
-    if not wf.sku.active:
-        problems.append(f"SKU {wf.sku.code} is not active")
+    problems = target_problems(site, wf.profile, wf.sku)
     if policy.bootstrap_bundle_ref and not (
         policy.bootstrap_bundle_version and policy.bootstrap_bundle_digest
     ):

@@ -3,7 +3,6 @@ sweep, Django's live server (for node callbacks), the MAAS simulator, and a read
 
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 from collections.abc import Iterator
@@ -12,38 +11,17 @@ from typing import Any
 
 import pytest
 import redis
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from django.contrib.auth import get_user_model
 from django.db import connections
 
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
+from maas_domain.services.demo import demo_ca_pem
 from maas_domain.services.probe import site_probe
 from maas_domain.workflow import engine
 from tests.support.maas import API_KEY, Sim, make_sim
 
-
-def self_signed_pem() -> str:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "maascp test CA")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
-CA_PEM = self_signed_pem()
+CA_PEM = demo_ca_pem()
 
 
 @dataclass
