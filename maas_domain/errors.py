@@ -62,3 +62,10 @@ class GuardrailFailed(Conflict):
 class Forbidden(DomainError):
     status = 403
     code = "forbidden"
+
+
+class IdempotencyKeyReused(DomainError):
+    """The same Idempotency-Key was sent with a different request body."""
+
+    status = 422
+    code = "idempotency_key_reused"

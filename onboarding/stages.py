@@ -14,8 +14,10 @@ from cryptography import x509
 from django.conf import settings
 from django.utils import timezone
 
+from maas_domain.errors import Conflict
 from maas_domain.maas.errors import MaasNotFound
-from maas_domain.maas.status import NodeStatus
+from maas_domain.maas.factory import client_for_site
+from maas_domain.maas.status import RELEASABLE, NodeStatus
 from maas_domain.maas.types import Machine
 from maas_domain.models import RoceAssignment
 from maas_domain.services.credentials import ipmi_credentials
@@ -343,8 +345,9 @@ def deploy(ctx: StageContext) -> Result:
     _observe(ctx, machine)
     status = machine.status
     tries = int(ctx.data.get("deploy_tries", 0))
-    if status == S.DEPLOYED and ctx.sent("deploy"):
-        return Done(f"MAAS says Deployed ({machine.distro_series})")
+    if status == S.DEPLOYED:
+        how = "MAAS says Deployed" if ctx.sent("deploy") else "already Deployed in MAAS; adopted"
+        return Done(f"{how} ({machine.distro_series})")
     if status == S.DEPLOYING:
         if ctx.data.get("aborting"):
             return Wait("waiting for abort", machine.system_id, int(status), POLL)
@@ -370,10 +373,19 @@ def deploy(ctx: StageContext) -> Result:
         ctx.heartbeat("release")
         maas.release(machine.system_id, comment=f"onboarding {wf.pk}: datasource failure, redeploy")
         return Wait("releasing before redeploy", machine.system_id, int(S.RELEASING), POLL)
+    if status == S.FAILED_DEPLOYMENT:
+        # A failed deployment this stage run did not cause (a retry, rerun or adopt): MAAS
+        # refuses to deploy from here, so release first (no erase) and deploy when Ready.
+        ctx.event("retry.decision", "machine is Failed deployment: release, then deploy")
+        ctx.heartbeat("release")
+        maas.release(machine.system_id, comment=f"onboarding {wf.pk}: release before redeploy")
+        return Wait("releasing before redeploy", machine.system_id, int(S.RELEASING), POLL)
     if status in (S.READY, S.ALLOCATED):
         tokens = payload.read_tokens(wf)
-        if tokens is None:
-            return Fail("payload", "no tokens for the current attempt; rerun from payload")
+        if tokens is None:  # a retry or adopt moved the attempt on: tokens for this attempt
+            tokens, fields = payload.mint_tokens(wf.pk, wf.attempt)
+            ctx.save_now(**fields)  # before deploy: a fast node must find these hashes
+            ctx.event("payload.rendered", f"payload re-rendered for attempt {wf.attempt}")
         user_data = payload.render(wf, policy, tokens)
         maas.deploy(
             machine.system_id,
@@ -437,14 +449,143 @@ def complete(ctx: StageContext) -> Result:
     return Done("all completion gates hold", {"completed_at": timezone.now()})
 
 
+# -- operator-driven stages: restart-clean's reset and cancel's compensation ----------------------
+
+ABORTABLE = (S.COMMISSIONING, S.DEPLOYING, S.DISK_ERASING, S.TESTING)
+IN_MOTION = (S.RELEASING, S.DISK_ERASING)
+
+
+def reset(ctx: StageContext) -> Result:
+    """Undo MAAS-side progress where safe: abort, release, delete a machine we created."""
+    wf, maas = ctx.wf, ctx.maas
+    if not wf.maas_system_id:
+        return Done("nothing to undo in MAAS")
+    try:
+        machine = maas.get_machine(wf.maas_system_id)
+    except MaasNotFound:
+        return Done(
+            "machine already gone from MAAS", {"maas_system_id": "", "created_machine": False}
+        )
+    _observe(ctx, machine)
+    if machine.status in ABORTABLE and not ctx.sent("abort"):
+        maas.abort(machine.system_id, comment=f"restart-clean of onboarding {wf.pk}")
+        return Wait("aborting before reset", machine.system_id, int(machine.status), POLL)
+    if machine.status in IN_MOTION:
+        return Wait("waiting for MAAS to settle", machine.system_id, int(machine.status), POLL)
+    if machine.status in RELEASABLE:
+        ctx.heartbeat("release")
+        maas.release(machine.system_id, comment=f"restart-clean of onboarding {wf.pk}")
+        return Wait("releasing before reset", machine.system_id, int(S.RELEASING), POLL)
+    if wf.created_machine:
+        maas.delete_machine(machine.system_id)
+        ctx.event("maas.action", f"deleted machine {machine.system_id} this workflow created")
+        return Done("MAAS progress undone", {"maas_system_id": "", "created_machine": False})
+    return Done(f"machine left {machine.status_name} in MAAS (not created by this workflow)")
+
+
+def cancel(ctx: StageContext) -> Result:
+    """Abort an in-flight MAAS action where MAAS allows it; release an allocation we hold."""
+    wf, maas = ctx.wf, ctx.maas
+    if not wf.maas_system_id:
+        return Done("cancelled before MAAS was touched")
+    machine = maas.get_machine(wf.maas_system_id)
+    _observe(ctx, machine)
+    if machine.status in ABORTABLE and not ctx.sent("abort"):
+        maas.abort(machine.system_id, comment=f"cancel of onboarding {wf.pk}")
+        ctx.event("maas.action", f"aborted {machine.status_name}")
+        return Wait("aborting", machine.system_id, int(machine.status), POLL)
+    if machine.status in ABORTABLE:
+        return Wait("aborting", machine.system_id, int(machine.status), POLL)
+    if machine.status == S.ALLOCATED and not ctx.sent("release"):
+        maas.release(machine.system_id, comment=f"cancel of onboarding {wf.pk}")
+        ctx.event("maas.action", "released the allocation")
+    return Done(f"cancelled; MAAS shows {machine.status_name}")
+
+
+ADOPT = {
+    S.NEW: "commission",
+    S.COMMISSIONING: "commission",
+    S.TESTING: "commission",
+    S.FAILED_COMMISSIONING: "commission",
+    S.READY: "storage_pxe",
+    S.ALLOCATED: "deploy",
+    S.DEPLOYING: "deploy",
+    S.DEPLOYED: "enrollment",
+}
+
+
+def adopt_stage(wf: Any) -> tuple[str, dict[str, Any]]:
+    """Read MAAS now and name the stage that matches what it shows (for the adopt verb)."""
+    if not wf.maas_system_id:
+        return "discover", {"maas_status": None}
+    client = client_for_site(wf.site)
+    try:
+        machine = client.get_machine(wf.maas_system_id)
+    except MaasNotFound:
+        return "discover", {"maas_status": "missing"}
+    finally:
+        client.close()
+    stage = ADOPT.get(machine.status)
+    if stage is None:
+        raise Conflict(
+            f"cannot adopt: MAAS shows {machine.status_name}; fix it in MAAS, or restart-clean",
+            current_state=wf.state,
+            maas_status=machine.status_name,
+        )
+    return stage, {"maas_status": machine.status_name, "adopted_stage": stage}
+
+
 STAGES = [
-    Stage("preflight", preflight),
-    Stage("discover", discover),
-    Stage("commission", commission),
-    Stage("storage_pxe", storage_pxe),
-    Stage("payload", payload_stage),
-    Stage("deploy", deploy),
-    Stage("hardware_sync", hardware_sync),
-    Stage("enrollment", enrollment),
-    Stage("complete", complete),
+    Stage("preflight", preflight, ["GET node-facing URLs (not MAAS)"]),
+    Stage(
+        "discover",
+        discover,
+        [
+            "GET machines/?hostname=",
+            "GET machines/?op=power_parameters",
+            "POST machines/ (create, only if no machine matches)",
+        ],
+    ),
+    Stage("commission", commission, ["GET machine", "POST op=commission (unless Ready)"]),
+    Stage(
+        "storage_pxe",
+        storage_pxe,
+        [
+            "POST op=set_storage_layout",
+            "GET subnets/",
+            "POST interface op=unlink_subnet/link_subnet (only if not AUTO on the PXE subnet)",
+        ],
+    ),
+    Stage("payload", payload_stage, []),
+    Stage(
+        "deploy",
+        deploy,
+        [
+            "GET machine",
+            "POST op=deploy (unless Deployed)",
+            "on a datasource failure: POST op=release then op=deploy",
+        ],
+    ),
+    Stage("hardware_sync", hardware_sync, ["GET machine (if required)"]),
+    Stage("enrollment", enrollment, []),
+    Stage("complete", complete, ["GET machine"]),
 ]
+RESET = Stage(
+    "reset",
+    reset,
+    [
+        "GET machine",
+        "POST op=abort (if in progress)",
+        "POST op=release (if allocated/deployed)",
+        "DELETE machine (if this workflow created it)",
+    ],
+)
+CANCEL = Stage(
+    "cancel",
+    cancel,
+    [
+        "GET machine",
+        "POST op=abort (if in progress)",
+        "POST op=release (if allocated)",
+    ],
+)

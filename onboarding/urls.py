@@ -8,6 +8,8 @@ onboardings = api.OnboardingViewSet.as_view({"get": "list", "post": "create"})
 onboarding = api.OnboardingViewSet.as_view({"get": "retrieve"})
 batch = api.OnboardingViewSet.as_view({"post": "batch"})
 batch_detail = api.OnboardingViewSet.as_view({"get": "batch_detail"})
+verb = api.OnboardingViewSet.as_view({"post": "verb"})
+VERBS = r"(?P<verb>retry|resume|rerun|restart-clean|cancel|adopt|mark-manual-intervention)"
 
 admin_urlpatterns = [
     re_path(r"^onboardings/?$", onboardings, name="onboarding-list"),
@@ -16,6 +18,7 @@ admin_urlpatterns = [
         r"^onboardings/batches/(?P<pk>[0-9]+)/?$", batch_detail, name="onboarding-batch-detail"
     ),
     re_path(r"^onboardings/(?P<pk>[0-9]+)/?$", onboarding, name="onboarding-detail"),
+    re_path(rf"^onboardings/(?P<pk>[0-9]+)/{VERBS}/?$", verb, name="onboarding-verb"),
 ]
 
 node_urlpatterns = [

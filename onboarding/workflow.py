@@ -8,7 +8,7 @@ from maas_domain.models import Node
 from maas_domain.policy import Policy
 from maas_domain.workflow import engine
 from onboarding.models import Onboarding, OnboardingEvent
-from onboarding.stages import STAGES
+from onboarding.stages import CANCEL, RESET, STAGES
 
 
 def add_event(
@@ -56,5 +56,7 @@ KIND = engine.WorkflowKind(
     policy=_policy,
     on_success=_on_success,
     select_related=("site", "profile__site", "sku", "node"),
+    reset=RESET,
+    cancel=CANCEL,
     log_fields=_log_fields,
 )

@@ -2,7 +2,7 @@
 
 from maas_domain.models.audit import AuditLog
 from maas_domain.models.inventory import Node, NodeState, Sku
-from maas_domain.models.security import ApiToken, SecretVersion
+from maas_domain.models.security import ApiToken, IdempotencyRecord, SecretVersion
 from maas_domain.models.sites import (
     CredentialKind,
     MaasSite,
@@ -17,6 +17,7 @@ __all__ = [
     "ApiToken",
     "AuditLog",
     "CredentialKind",
+    "IdempotencyRecord",
     "MaasSite",
     "Node",
     "NodeState",

@@ -50,3 +50,26 @@ class SecretVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.path}@{self.version}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to a request carrying an ``Idempotency-Key``, per caller and endpoint.
+
+    The same key with the same body replays the answer; with another body it is a 422.
+    """
+
+    key = models.CharField(max_length=200)
+    scope = models.CharField(max_length=300, help_text="caller and endpoint")
+    request_hash = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "idempotency_records"
+        constraints = [
+            models.UniqueConstraint(fields=["key", "scope"], name="uniq_idempotency_key_scope")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key}"

@@ -38,12 +38,14 @@ from maas_domain.workflow.results import Done, Fail, LeaseLost, Result, Retry, S
 log = logging.getLogger("workflow")
 W = WorkflowState
 ACTIVE = (W.RUNNING, W.WAITING, W.CANCELLING)
+RUNNABLE = (W.RUNNING, W.CANCELLING)  # states an execution may claim
 
 
 @dataclass
 class Stage:
     name: str
     run: Callable[[StageContext], Result]
+    maas_calls: list[str] = field(default_factory=list)  # for dry-run plans and docs
 
 
 @dataclass
@@ -57,6 +59,10 @@ class WorkflowKind:
     policy: Callable[[Any], Policy]
     on_success: Callable[[Any], None] = lambda wf: None
     on_failure: Callable[[Any], None] = lambda wf: None
+    # Run by restart-clean before the first stage, and by cancel instead of the current stage.
+    reset: Stage | None = None
+    cancel: Stage | None = None
+    on_cancelled: Callable[[Any], None] = lambda wf: None
     select_related: tuple[str, ...] = ()
     log_fields: Callable[[Any], dict[str, Any]] = lambda wf: {}
     stage_index: dict[str, int] = field(default_factory=dict)
@@ -67,7 +73,14 @@ class WorkflowKind:
     def load(self, pk: int) -> Any:
         return self.model.objects.select_related(*self.select_related).get(pk=pk)
 
+    def stage(self, name: str) -> Stage:
+        if self.reset is not None and name == self.reset.name:
+            return self.reset
+        return self.stages[self.stage_index[name]]
+
     def next_stage(self, name: str) -> str | None:
+        if self.reset is not None and name == self.reset.name:
+            return self.stages[0].name
         i = self.stage_index[name] + 1
         return self.stages[i].name if i < len(self.stages) else None
 
@@ -130,12 +143,24 @@ class StageContext:
         if operation:
             sent = self.data.setdefault("sent", {})
             sent[operation] = sent.get(operation, 0) + 1
-        updated = self.kind.model.objects.filter(pk=self.wf.pk, lease_owner=self.owner).update(
+        updated = self.kind.model.objects.filter(
+            pk=self.wf.pk, lease_owner=self.owner, state=self.wf.state
+        ).update(
             lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()),
             stage_data=self.data,
         )
         if updated != 1:
             raise LeaseLost(f"{self.kind.name} {self.wf.pk} lease lost")
+
+    def save_now(self, **fields: Any) -> None:
+        """Store workflow fields at once (not with the stage result), if we still own it."""
+        updated = self.kind.model.objects.filter(
+            pk=self.wf.pk, lease_owner=self.owner, state=self.wf.state
+        ).update(**fields)
+        if updated != 1:
+            raise LeaseLost(f"{self.kind.name} {self.wf.pk} lease lost")
+        for key, value in fields.items():
+            setattr(self.wf, key, value)
 
     def sent(self, operation: str) -> bool:
         """Did an execution of this stage already send ``operation`` (maybe applied)?"""
@@ -155,7 +180,7 @@ def claim(kind: WorkflowKind, pk: int, dispatch: int) -> tuple[Any, str] | None:
     now = timezone.now()
     with transaction.atomic():
         won = (
-            kind.model.objects.filter(pk=pk, dispatch=dispatch, state=W.RUNNING)
+            kind.model.objects.filter(pk=pk, dispatch=dispatch, state__in=RUNNABLE)
             .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
             .update(
                 updated_at=now,
@@ -209,7 +234,12 @@ def _execute(kind: WorkflowKind, ctx: StageContext) -> Result | None:
         and timezone.now() - wf.stage_started_at > timedelta(seconds=timeout)
     ):
         return Fail("timeout", f"stage {wf.stage} exceeded its timeout of {timeout}s")
-    stage = kind.stages[kind.stage_index[wf.stage]]
+    if wf.state == W.CANCELLING:
+        if kind.cancel is None:
+            return Done("cancelled")
+        stage = kind.cancel
+    else:
+        stage = kind.stage(wf.stage)
     try:
         return stage.run(ctx)
     except StageFailed as exc:
@@ -239,8 +269,8 @@ def record(kind: WorkflowKind, ctx: StageContext, result: Result) -> None:
     now = timezone.now()
     with transaction.atomic():
         wf = kind.model.objects.select_for_update().get(pk=ctx.wf.pk)
-        if wf.lease_owner != ctx.owner:
-            log.warning("lease lost before recording %s", wf.stage)
+        if wf.lease_owner != ctx.owner or wf.state != ctx.wf.state:
+            log.warning("lease lost (or an operator acted) before recording %s", wf.stage)
             return
         stage = wf.stage
         for event_kind, message, data in ctx.events:
@@ -251,7 +281,9 @@ def record(kind: WorkflowKind, ctx: StageContext, result: Result) -> None:
                 result.classification,
                 f"gave up after {wf.stage_tries + 1} tries: {result.message}",
             )
-        if isinstance(result, Done):
+        if wf.state == W.CANCELLING:
+            _cancel_finished(kind, wf, result, now)
+        elif isinstance(result, Done):
             _done(kind, wf, result, now)
         elif isinstance(result, Wait):
             _wait(kind, wf, ctx, result, now)
@@ -292,6 +324,23 @@ def _done(kind: WorkflowKind, wf: Any, result: Done, now: Any) -> None:
     wf.stage = nxt
     wf.dispatch += 1
     enqueue(kind.name, wf.pk, wf.dispatch)
+
+
+def _cancel_finished(kind: WorkflowKind, wf: Any, result: Result, now: Any) -> None:
+    """The cancel stage ran: cancelled when it compensated, manual intervention otherwise."""
+    if isinstance(result, Done):
+        wf.state = W.CANCELLED
+        wf.finished_at = now
+        kind.on_cancelled(wf)
+        kind.add_event(wf, "workflow.cancelled", result.message or "cancelled", stage=wf.stage)
+        admit_after_commit(wf.site_id)
+    elif isinstance(result, Retry | Wait):
+        wf.dispatch += 1
+        enqueue(kind.name, wf.pk, wf.dispatch, countdown=getattr(result, "after", 5.0))
+    else:
+        wf.state = W.MANUAL_INTERVENTION
+        wf.reason = f"cancel could not compensate: {result.message}"[:500]
+        kind.add_event(wf, "workflow.manual_intervention", wf.reason, stage=wf.stage)
 
 
 def _wait(kind: WorkflowKind, wf: Any, ctx: StageContext, result: Wait, now: Any) -> None:
@@ -414,12 +463,12 @@ def sweep() -> dict[str, int]:
         grace = now - timedelta(seconds=settings.WORKFLOW_DISPATCH_GRACE_SECONDS)
         sites: set[int] = set()
         for kind in KINDS.values():
-            stuck = kind.model.objects.filter(state=W.RUNNING).filter(
+            stuck = kind.model.objects.filter(state__in=RUNNABLE).filter(
                 Q(lease_expires_at__lte=now)
                 | Q(lease_expires_at__isnull=True, updated_at__lte=grace)
             )
             for pk, dispatch in stuck.values_list("id", "dispatch")[:500]:
-                if kind.model.objects.filter(pk=pk, dispatch=dispatch, state=W.RUNNING).update(
+                if kind.model.objects.filter(pk=pk, dispatch=dispatch, state__in=RUNNABLE).update(
                     dispatch=F("dispatch") + 1, updated_at=now
                 ):
                     enqueue(kind.name, pk, dispatch + 1)

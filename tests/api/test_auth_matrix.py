@@ -14,6 +14,12 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 
+def _sample(group: re.Match[str]) -> str:
+    """A value for a named URL group: the first alternative of a choice, else an id."""
+    body = group.group(1)
+    return body.split("|")[0] if "|" in body else "1"
+
+
 def _api_endpoints() -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
 
@@ -27,7 +33,7 @@ def _api_endpoints() -> list[tuple[str, str]]:
                 actions = getattr(p.callback, "actions", None)
                 if not full.startswith("api/") or actions is None:
                     continue
-                path = "/" + re.sub(r"\(\?P<\w+>[^)]*\)", "1", full)
+                path = "/" + re.sub(r"\(\?P<\w+>([^)]*)\)", _sample, full)
                 path = path.replace("/?$", "").replace("$", "")
                 found.extend((method.upper(), path) for method in actions)
 
