@@ -44,18 +44,16 @@ def wait_until(predicate: Any, *, timeout: float = 30.0, what: str = "condition"
         time.sleep(0.05)
 
 
-@pytest.fixture
-def worker(transactional_db: None, settings: Any) -> Iterator[None]:
-    """A real Celery worker (threads pool) on the test broker, plus a beat stand-in."""
-    from celery.contrib.testing.worker import start_worker
-
-    from config import celery_app
-
+def require_redis(settings: Any) -> None:
     if not settings.CELERY_BROKER_URL.startswith("redis"):
-        pytest.fail(
-            pytest.fail("whole-workflow tests need Redis: run `make check` or set the broker URL")
-        )
-    settings.WORKFLOW_LEASE_SECONDS = 5
+        pytest.fail("whole-workflow tests need Redis: run `make check` or set the broker URL")
+
+
+@pytest.fixture
+def sweeper(transactional_db: None, settings: Any) -> Iterator[None]:
+    """Beat stand-in: the sweep every 0.3 s (short lease and grace so recovery is quick)."""
+    require_redis(settings)
+    settings.WORKFLOW_LEASE_SECONDS = 3
     settings.WORKFLOW_DISPATCH_GRACE_SECONDS = 3
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
     stop = threading.Event()
@@ -67,6 +65,21 @@ def worker(transactional_db: None, settings: Any) -> Iterator[None]:
             finally:
                 connections.close_all()
 
+    ticker = threading.Thread(target=beat, daemon=True)
+    ticker.start()
+    yield
+    stop.set()
+    ticker.join(timeout=5)
+    connections.close_all()
+
+
+@pytest.fixture
+def worker(sweeper: None) -> Iterator[None]:
+    """A real Celery worker (threads pool, in this process) on the test broker."""
+    from celery.contrib.testing.worker import start_worker
+
+    from config import celery_app
+
     with start_worker(
         celery_app,
         pool="threads",
@@ -75,16 +88,13 @@ def worker(transactional_db: None, settings: Any) -> Iterator[None]:
         loglevel="WARNING",
         shutdown_timeout=20,
     ):
-        ticker = threading.Thread(target=beat, daemon=True)
-        ticker.start()
         yield
-        stop.set()
-        ticker.join(timeout=5)
     connections.close_all()
 
 
 @pytest.fixture
-def flow(worker: None, live_server: Any, settings: Any) -> Iterator[Flow]:
+def flow_site(transactional_db: None, live_server: Any, settings: Any) -> Iterator[Flow]:
+    """The simulator and a healthy, probed site with credentials, a profile and a SKU."""
     settings.NODE_API_URL = live_server.url
     sim = make_sim({"users": []})
     admin = get_user_model().objects.create_user("flow-admin", is_staff=True, is_superuser=True)
@@ -106,3 +116,8 @@ def flow(worker: None, live_server: Any, settings: Any) -> Iterator[Flow]:
     site.refresh_from_db()
     yield Flow(sim, site, profile, sku, admin)
     sim.server.stop()
+
+
+@pytest.fixture
+def flow(worker: None, flow_site: Flow) -> Flow:
+    return flow_site

@@ -1,0 +1,202 @@
+"""The database, not the broker, says where a workflow stands. Real worker *processes* are
+killed with SIGKILL mid-stage, messages are duplicated or lost, a stage keeps killing its worker:
+every workflow still ends succeeded (or failed with a reason), with one MAAS mutation per stage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from maas_domain.simulator.node import NodeSide
+from maas_domain.workflow import engine
+from maas_domain.workflow.tasks import advance
+from onboarding.models import Onboarding
+from onboarding.services import onboarding_start
+from tests.support.flows import Flow, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+class Workers:
+    """Celery worker processes on the test database and broker."""
+
+    def __init__(self, node_api_url: str) -> None:
+        db = connection.settings_dict
+        url = f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+        self.env = {
+            **os.environ,
+            "MAASCP_DATABASE_URL": url,
+            "MAASCP_BROKER_URL": settings.CELERY_BROKER_URL,
+            "MAASCP_NODE_API_URL": node_api_url,
+            "MAASCP_WORKFLOW_LEASE_SECONDS": "3",
+            "MAASCP_SECRETS_KEY": ",".join(settings.SECRETS_KEYS),
+            "MAASCP_LOG_LEVEL": "WARNING",
+        }
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, concurrency: int = 2) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "prefork",
+             "--concurrency", str(concurrency), "--loglevel", "WARNING",
+             "--hostname", f"w{len(self.procs)}@%h", "--without-mingle", "--without-gossip"],
+            cwd=ROOT, env=self.env, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.procs.append(proc)
+        return proc
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL the worker and its pool children: no cleanup, no ack."""
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(sweeper: None, flow_site: Flow, live_server: Any) -> Iterator[Workers]:
+    flow_site.sim.model.node_side = NodeSide()
+    pool = Workers(live_server.url)
+    yield pool
+    pool.stop_all()
+
+
+def start(flow: Flow, hostname: str, ipmi_ip: str) -> Onboarding:
+    return onboarding_start(
+        actor=flow.admin, site_id=flow.site.pk, profile_id=flow.profile.pk, sku_id=flow.sku.pk,
+        hostname=hostname, ipmi_ip=ipmi_ip,
+    )  # fmt: skip
+
+
+def finished(pk: int, timeout: float = 60) -> Onboarding:
+    return wait_until(
+        lambda: (wf := Onboarding.objects.get(pk=pk)).state in ("succeeded", "failed") and wf,
+        timeout=timeout,
+        what=f"onboarding {pk} to finish",
+    )
+
+
+@pytest.mark.parametrize(
+    ("when", "fault"),
+    [
+        ("before its MAAS call", {"kind": "slow", "count": 1, "method": "GET", "delay": 3.0}),
+        ("after its MAAS call", {"kind": "slow", "count": 1, "op": "deploy", "delay": 2.0}),
+    ],
+)
+def test_kill_9_mid_deploy_stage(flow_site: Flow, workers: Workers, when: str, fault: dict) -> None:
+    flow = flow_site
+    sid = flow.sim.add(hostname="k01", status="ready", power_address="10.12.0.1")
+    first = workers.start()
+    wf = start(flow, "k01", "10.12.0.1")
+    wait_until(lambda: Onboarding.objects.get(pk=wf.pk).stage == "deploy", what="deploy stage")
+    flow.sim.faults({**fault, "system_id": sid} if fault.get("method") == "GET" else fault)
+    # wait until an execution owns the deploy stage (and, for the second case, sent deploy)
+    wait_until(
+        lambda: (
+            (row := Onboarding.objects.get(pk=wf.pk)).lease_owner
+            and (when.startswith("before") or "deploy" in row.stage_data.get("sent", {}))
+        ),
+        what="an execution inside the deploy stage",
+    )
+    workers.kill(first)
+    workers.start()
+    wf = finished(wf.pk)
+    assert wf.state == "succeeded", (wf.failure_class, wf.reason)
+    assert flow.sim.count("machine.deploy", status=200) == 1
+    assert wf.lost_leases >= 1  # the killed execution was detected, not silently redone
+
+
+def test_kill_9_while_waiting(flow_site: Flow, workers: Workers) -> None:
+    flow = flow_site
+    flow.sim.add(hostname="k02", status="new", power_address="10.12.0.2")
+    first = workers.start()
+    wf = start(flow, "k02", "10.12.0.2")
+    wait_until(lambda: Onboarding.objects.get(pk=wf.pk).state == "waiting", what="a wait")
+    workers.kill(first)
+    workers.start()
+    wf = finished(wf.pk)
+    assert wf.state == "succeeded", wf.reason
+    assert flow.sim.count("machine.commission", status=200) == 1
+    assert flow.sim.count("machine.deploy", status=200) == 1
+
+
+def test_same_step_delivered_five_times_to_two_workers(flow_site: Flow, workers: Workers) -> None:
+    flow = flow_site
+    flow.sim.add(hostname="k03", status="new", power_address="10.12.0.3")
+    wf = start(flow, "k03", "10.12.0.3")
+    # drive preflight and discover in this process, so the commission step is the one duplicated
+    engine.admit(flow.site.pk)
+    for _ in range(2):
+        row = Onboarding.objects.get(pk=wf.pk)
+        engine.run("onboarding", row.pk, row.dispatch)
+    row = Onboarding.objects.get(pk=wf.pk)
+    assert row.stage == "commission"
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    for _ in range(5):
+        advance.delay("onboarding", row.pk, row.dispatch)
+    workers.start(concurrency=3)
+    workers.start(concurrency=3)
+    wf = finished(wf.pk)
+    assert wf.state == "succeeded", wf.reason
+    assert flow.sim.count("machine.commission", status=200) == 1
+    assert wf.events.filter(kind="stage.started", stage="commission").count() == 1
+    assert wf.events.filter(kind="stage.completed", stage="commission").count() == 1
+
+
+def test_lost_message_is_redriven_by_the_sweep(flow_site: Flow, workers: Workers) -> None:
+    flow = flow_site
+    flow.sim.add(hostname="k04", status="ready", power_address="10.12.0.4")
+    wf = start(flow, "k04", "10.12.0.4")
+    engine.admit(flow.site.pk)  # dispatched...
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # ...and the message is lost
+    dispatched = Onboarding.objects.get(pk=wf.pk).dispatch
+    workers.start()
+    wf = finished(wf.pk)
+    assert wf.state == "succeeded", wf.reason
+    assert wf.dispatch > dispatched
+
+
+def test_poison_stage_ends_failed_worker_lost(flow_site: Flow, workers: Workers) -> None:
+    """A stage whose every execution dies with its worker is failed after a bounded number of
+    attempts instead of looping forever."""
+    flow = flow_site
+    flow.sim.add(hostname="k05", status="new", power_address="10.12.0.5")
+    flow.sim.faults({"kind": "slow", "count": 50, "op": "commission", "delay": 30.0})
+    wf = start(flow, "k05", "10.12.0.5")
+    deaths = 0
+    while deaths < 8:
+        proc = workers.start()
+        wait_until(
+            lambda: (
+                (row := Onboarding.objects.get(pk=wf.pk)).state == "failed"
+                or (row.lease_owner and "commission" in row.stage_data.get("sent", {}))
+            ),
+            timeout=30,
+            what="the commission stage to be running",
+        )
+        if Onboarding.objects.get(pk=wf.pk).state == "failed":
+            workers.kill(proc)
+            break
+        workers.kill(proc)
+        deaths += 1
+        Onboarding.objects.filter(pk=wf.pk).update(stage_data={})
+    wf = finished(wf.pk)
+    assert (wf.state, wf.failure_class) == ("failed", "worker_lost")
+    assert "worker_lost" in wf.reason
+    assert deaths <= settings.WORKFLOW_MAX_LOST_LEASES + 1
