@@ -39,7 +39,7 @@ class Workers:
         self.env = {
             **os.environ,
             "MAASCP_DATABASE_URL": url,
-            "MAASCP_BROKER_URL": settings.CELERY_BROKER_URL,
+            "MAASCP_BROKER_URL": str(settings.CELERY_BROKER_URL),
             "MAASCP_NODE_API_URL": node_api_url,
             "MAASCP_WORKFLOW_LEASE_SECONDS": "3",
             "MAASCP_SECRETS_KEY": ",".join(settings.SECRETS_KEYS),
@@ -148,7 +148,7 @@ def test_same_step_delivered_five_times_to_two_workers(flow_site: Flow, workers:
         engine.run("onboarding", row.pk, row.dispatch)
     row = Onboarding.objects.get(pk=wf.pk)
     assert row.stage == "commission"
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    redis.Redis.from_url(str(settings.CELERY_BROKER_URL)).flushdb()
     for _ in range(5):
         advance.delay("onboarding", row.pk, row.dispatch)
     workers.start(concurrency=3)
@@ -165,7 +165,7 @@ def test_lost_message_is_redriven_by_the_sweep(flow_site: Flow, workers: Workers
     flow.sim.add(hostname="k04", status="ready", power_address="10.12.0.4")
     wf = start(flow, "k04", "10.12.0.4")
     engine.admit(flow.site.pk)  # dispatched...
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # ...and the message is lost
+    redis.Redis.from_url(str(settings.CELERY_BROKER_URL)).flushdb()  # ...and the message is lost
     dispatched = Onboarding.objects.get(pk=wf.pk).dispatch
     workers.start()
     wf = finished(wf.pk)
@@ -201,3 +201,94 @@ def test_poison_stage_ends_failed_worker_lost(flow_site: Flow, workers: Workers)
     assert (wf.state, wf.failure_class) == ("failed", "worker_lost")
     assert "worker_lost" in wf.reason
     assert deaths <= settings.WORKFLOW_MAX_LOST_LEASES + 1
+
+
+def _restart_redis() -> None:
+    subprocess.run(
+        ["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True, timeout=10
+    )
+    subprocess.run(
+        ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
+         "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
+         "--logfile", "/var/log/redis/ci.log"],
+        check=True, timeout=10,
+    )  # fmt: skip
+    wait_until(
+        lambda: (
+            subprocess.run(["redis-cli", "ping"], capture_output=True).stdout.strip() == b"PONG"
+        ),
+        what="redis back",
+    )
+
+
+def _restart_postgres() -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "-m", "fast"],
+        check=True,
+        timeout=60,
+    )
+
+
+def _done(batch_id: int) -> bool:
+    from django.db import connections
+    from django.db.utils import OperationalError
+
+    try:
+        return not Onboarding.objects.filter(
+            batch_id=batch_id, state__in=("pending", "running", "waiting")
+        ).exists()
+    except OperationalError:  # the restart cut our connection: reconnect on the next try
+        connections.close_all()
+        return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="restarts the machine's Redis and PostgreSQL")
+def test_batch_of_50_survives_worker_redis_and_postgres_restarts(
+    flow_site: Flow, workers: Workers
+) -> None:
+    from onboarding.services import onboarding_start_batch
+
+    flow = flow_site
+    rows = []
+    for i in range(50):
+        flow.sim.add(hostname=f"d{i:03d}", status="new", power_address=f"10.13.0.{i + 1}")
+        rows.append({"hostname": f"d{i:03d}", "ipmi_ip": f"10.13.0.{i + 1}"})
+    first = workers.start(concurrency=3)
+    workers.start(concurrency=3)
+    batch = onboarding_start_batch(
+        actor=flow.admin, site_id=flow.site.pk, profile_id=flow.profile.pk, sku_id=flow.sku.pk,
+        rows=rows,
+    )  # fmt: skip
+
+    def progressed(n: int) -> bool:
+        return Onboarding.objects.filter(batch=batch).exclude(stage="preflight").count() >= n
+
+    wait_until(lambda: progressed(10), what="ten onboardings under way")
+    workers.kill(first)  # a worker restart
+    workers.start(concurrency=3)
+    wait_until(lambda: progressed(25), what="more progress")
+    _restart_redis()  # everything queued in Redis is gone
+    wait_until(lambda: progressed(40), timeout=60, what="progress after the Redis restart")
+    _restart_postgres()
+    wait_until(lambda: _done(batch.pk), timeout=240, what="the batch to finish")
+    from django.db import connections
+
+    connections.close_all()
+    flows = list(Onboarding.objects.filter(batch=batch))
+    assert len(flows) == 50
+    for wf in flows:
+        assert wf.state == "succeeded" or (wf.state == "failed" and wf.reason), (
+            wf.hostname,
+            wf.state,
+        )
+    succeeded = [wf for wf in flows if wf.state == "succeeded"]
+    assert len(succeeded) >= 45
+    rows = requests.get(flow.sim.control + "counters", timeout=10).json()["counters"]
+    deploys: dict[str, int] = {}
+    for row in rows:
+        if row["action"] == "machine.deploy" and row["status"] == 200:
+            deploys[row["system_id"]] = deploys.get(row["system_id"], 0) + row["count"]
+    # none lost, none duplicated: one machine per onboarding, each deployed exactly once
+    assert len({wf.maas_system_id for wf in succeeded}) == len(succeeded)
+    assert all(deploys.get(wf.maas_system_id) == 1 for wf in succeeded)
