@@ -164,21 +164,33 @@ def discover(ctx: StageContext) -> Result:
         ]
         claimed = single(unowned, "'sole New machine without a BMC address' (auto-claim)")
         if claimed:
+            # make it ours in MAAS: our hostname and its BMC, so MAAS can power it
+            claimed = maas.update_machine(
+                claimed.system_id,
+                hostname=wf.hostname,
+                power_type="ipmi",
+                power_parameters=_power_parameters(wf),
+            )
             return adopt(claimed, "auto-claimed the only New machine")
-    creds = ipmi_credentials(site=wf.site, hostname=wf.hostname)
     machine = maas.create_machine(
         hostname=wf.hostname,
         mac_addresses=[wf.pxe_mac] if wf.pxe_mac else [],
         architecture=wf.profile.architecture,
-        power_parameters={
-            "power_address": wf.ipmi_ip,
-            "power_user": creds.username,
-            "power_pass": creds.password,
-            "power_driver": "LAN_2_0",
-        },
+        power_parameters=_power_parameters(wf),
         commission=False,
     )
     return adopt(machine, "created in MAAS with IPMI credentials", created=True)
+
+
+def _power_parameters(wf: Any) -> dict[str, str]:
+    """IPMI parameters for the host: per-host override first, else the site default."""
+    creds = ipmi_credentials(site=wf.site, hostname=wf.hostname)
+    return {
+        "power_address": wf.ipmi_ip,
+        "power_user": creds.username,
+        "power_pass": creds.password,
+        "power_driver": "LAN_2_0",
+    }
 
 
 # -- 3. commission --------------------------------------------------------------------------------

@@ -316,6 +316,27 @@ class MaasClient:
         data = self._send("create_machine", "POST", "machines/", form=form)
         return types.Machine.from_json(data)
 
+    def update_machine(
+        self,
+        system_id: str,
+        *,
+        hostname: str | None = None,
+        power_type: str | None = None,
+        power_parameters: dict[str, str] | None = None,
+    ) -> types.Machine:
+        """PUT the machine: hostname and/or power settings (flat ``power_parameters_*`` fields)."""
+        form: list[tuple[str, str]] = []
+        if hostname:
+            form.append(("hostname", hostname))
+        if power_type:
+            form.append(("power_type", power_type))
+        for key, value in sorted((power_parameters or {}).items()):
+            form.append((f"power_parameters_{key}", value))
+        data = self._send(
+            "update_machine", "PUT", f"machines/{system_id}/", form=form, system_id=system_id
+        )
+        return types.Machine.from_json(data)
+
     def delete_machine(self, system_id: str) -> None:
         self._send("delete_machine", "DELETE", f"machines/{system_id}/", system_id=system_id)
 

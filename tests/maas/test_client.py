@@ -274,3 +274,13 @@ def test_calls_are_counted_and_logged_without_secrets(
         "SimTokenSecret"
         not in repr(client.session.auth.__dict__.get("client", ""))[:0] + caplog.text
     )
+
+
+def test_update_machine_sets_hostname_and_power(maas: MaasClient, sim: Sim) -> None:
+    sid = sim.add(hostname="enlisted", status="new", power_type="manual")
+    updated = maas.update_machine(
+        sid, hostname="c07u60", power_type="ipmi", power_parameters={"power_address": "10.1.2.3"}
+    )
+    assert (updated.hostname, updated.power_type) == ("c07u60", "ipmi")
+    assert maas.power_addresses([sid]) == {sid: "10.1.2.3"}
+    assert sim.mutations(sid) == ["machine.update"]

@@ -93,32 +93,34 @@ def finished(pk: int, timeout: float = 60) -> Onboarding:
     )
 
 
+@pytest.mark.parametrize("stage", ["commission", "deploy"])
 @pytest.mark.parametrize("when", ["before its MAAS call", "after its MAAS call"])
-def test_kill_9_mid_deploy_stage(flow_site: Flow, workers: Workers, when: str) -> None:
+def test_kill_9_mid_stage(flow_site: Flow, workers: Workers, stage: str, when: str) -> None:
     flow = flow_site
-    sid = flow.sim.add(hostname="k01", status="ready", power_address="10.12.0.1")
+    status = "new" if stage == "commission" else "ready"
+    sid = flow.sim.add(hostname="k01", status=status, power_address="10.12.0.1")
     if when.startswith("before"):
         # every read of the machine takes a second, so the kill lands inside the stage's read
-        flow.sim.faults(
-            {"kind": "slow", "count": 100, "method": "GET", "system_id": sid, "delay": 1.0}
-        )
+        slow = {"kind": "slow", "count": 100, "method": "GET", "system_id": sid, "delay": 1.0}
     else:
-        # the deploy call itself is slow: the kill lands after MAAS got it, before the answer
-        flow.sim.faults({"kind": "slow", "count": 1, "op": "deploy", "delay": 2.0})
+        # the mutation itself is slow: the kill lands after MAAS got it, before the answer
+        slow = {"kind": "slow", "count": 1, "op": stage, "delay": 2.0}
+    flow.sim.faults(slow)
     first = workers.start()
     wf = start(flow, "k01", "10.12.0.1")
 
     def inside() -> bool:
         row = Onboarding.objects.get(pk=wf.pk)
-        sent = "deploy" in row.stage_data.get("sent", {})
-        return bool(row.stage == "deploy" and row.lease_owner and sent == when.startswith("after"))
+        sent = stage in row.stage_data.get("sent", {})
+        return bool(row.stage == stage and row.lease_owner and sent == when.startswith("after"))
 
-    wait_until(inside, what=f"an execution of deploy {when}")
+    wait_until(inside, what=f"an execution of {stage} {when}")
     workers.kill(first)
     requests.delete(flow.sim.control + "faults", timeout=5)
     workers.start()
     wf = finished(wf.pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason)
+    assert flow.sim.count("machine.commission", status=200) == (1 if stage == "commission" else 0)
     assert flow.sim.count("machine.deploy", status=200) == 1  # sent once, whatever the timing
     assert wf.lost_leases >= 1  # the killed execution was detected, not silently redone
 

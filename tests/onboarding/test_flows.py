@@ -319,3 +319,26 @@ def test_node_side_told_through_the_control_endpoint_to_stay_silent(
     wf = finished(start(flow, "c07u44", "10.10.7.44").pk)
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "enrollment", "timeout")
     assert node_side.calls == []
+
+
+def test_auto_claim_of_the_sole_new_machine_only_when_policy_allows(
+    flow: Flow, node_side: NodeSide
+) -> None:
+    flow.site.policy = {**flow.site.policy, "auto_claim_new": True}
+    flow.site.save()
+    sid = flow.sim.add(hostname="enlisted-abc", status="new", power_type="manual")
+    wf = finished(start(flow, "c07u45", "10.10.7.45").pk)
+    assert wf.state == "succeeded", wf.reason
+    assert wf.maas_system_id == sid and not wf.created_machine
+    machine = flow.sim.model.machines[sid]
+    assert machine.hostname == "c07u45"
+    assert machine.power_parameters["power_address"] == "10.10.7.45"
+    assert (
+        wf.events.get(kind="discover.matched").data["matched_by"]
+        == "auto-claimed the only New machine"
+    )
+    # two unclaimed New machines: fail closed
+    flow.sim.add(hostname="enlisted-x", status="new", power_type="manual")
+    flow.sim.add(hostname="enlisted-y", status="new", power_type="manual")
+    other = finished(start(flow, "c07u46", "10.10.7.46").pk)
+    assert (other.state, other.failure_class) == ("failed", "ambiguous")
