@@ -3,10 +3,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from maas_domain import health
 from onboarding.urls import admin_urlpatterns as onboarding_admin
 from onboarding.urls import node_urlpatterns
 
 urlpatterns = [
+    path("health/live", health.live, name="health-live"),
+    path("health/ready", health.ready, name="health-ready"),
     path("admin/", admin.site.urls),
     path("api/v1/admin/", include(onboarding_admin)),
     path("api/v1/admin/", include("maas_domain.api.urls")),
