@@ -118,6 +118,7 @@ WORKFLOW_MAX_LOST_LEASES = env.integer("WORKFLOW_MAX_LOST_LEASES", 3, minimum=1)
 WORKFLOW_MAX_STAGE_TRIES = env.integer("WORKFLOW_MAX_STAGE_TRIES", 8, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "workflow-sweep": {"task": "workflow.sweep", "schedule": float(WORKFLOW_SWEEP_SECONDS)},
+    "events-publish": {"task": "events.publish", "schedule": 5.0},
 }
 CELERY_TIMEZONE = "UTC"
 
@@ -162,6 +163,21 @@ NODE_API_URL = env.url("NODE_API_URL", "http://127.0.0.1:8000", schemes=("http",
 NODE_AGENT_VERSION = env.string("NODE_AGENT_VERSION", "1.4.2") or "1.4.2"
 # A site probe older than this does not satisfy the onboarding guardrail.
 PROBE_MAX_AGE_SECONDS = env.integer("PROBE_MAX_AGE_SECONDS", 3600, minimum=60)
+
+# --- domain events (outbox) ---------------------------------------------------------------------
+_default_sink = "redis" if (CELERY_BROKER_URL or "").startswith("redis") else "log"
+EVENT_SINK = env.choice("EVENT_SINK", _default_sink, ("redis", "webhook", "log"))
+EVENT_REDIS_URL = env.url(
+    "EVENT_REDIS_URL",
+    CELERY_BROKER_URL if _default_sink == "redis" else None,
+    schemes=("redis", "rediss"),
+)
+EVENT_STREAM = env.string("EVENT_STREAM", "maascp.events") or "maascp.events"
+EVENT_WEBHOOK_URL = env.url("EVENT_WEBHOOK_URL", None, schemes=("http", "https"))
+if EVENT_SINK == "webhook" and not EVENT_WEBHOOK_URL:
+    env.errors.append("MAASCP_EVENT_SINK=webhook needs MAASCP_EVENT_WEBHOOK_URL")
+if EVENT_SINK == "redis" and not EVENT_REDIS_URL:
+    env.errors.append("MAASCP_EVENT_SINK=redis needs MAASCP_EVENT_REDIS_URL (or a Redis broker)")
 
 # --- MAAS client defaults ----------------------------------------------------------------------
 MAAS_CONNECT_TIMEOUT = float(env.integer("MAAS_CONNECT_TIMEOUT", 5, minimum=1))

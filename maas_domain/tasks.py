@@ -11,6 +11,13 @@ from celery import shared_task
 log = logging.getLogger("maas_domain.tasks")
 
 
+@shared_task(name="events.publish")
+def publish_events() -> int:
+    from maas_domain.events import publish
+
+    return publish()
+
+
 @shared_task(name="maas_domain.ping", ignore_result=False)
 def ping(token: str) -> dict[str, object]:
     """Round-trip check: proves a worker consumed the message and wrote a result."""

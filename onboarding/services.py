@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from maas_domain import audit, context
+from maas_domain import audit, context, events
 from maas_domain.errors import Conflict, Forbidden, GuardrailFailed, InvalidInput, NotFound
 from maas_domain.models import MaasSite, Node, NodeState, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus, SiteHealth, SiteStatus
@@ -159,6 +159,7 @@ def onboarding_start(
             actor_name=audit.actor_name(actor),
         )
         audit.record(actor=actor, action="onboarding.start", target=wf, after=audit.snapshot(wf))
+        events.emit("onboarding", "started", wf)
         engine.admit_after_commit(target.site.pk)
     return wf
 
@@ -300,6 +301,8 @@ def onboarding_start_batch(
             ],
             batch_size=1000,
         )
+        for wf in flows:
+            events.emit("onboarding", "started", wf, batch_id=batch.pk)
         audit.record(
             actor=actor,
             action="onboarding.start_batch",

@@ -2,6 +2,7 @@
 
 from maas_domain.models.audit import AuditLog
 from maas_domain.models.inventory import Node, NodeState, Sku
+from maas_domain.models.outbox import OutboxEvent
 from maas_domain.models.security import ApiToken, IdempotencyRecord, SecretVersion
 from maas_domain.models.sites import (
     CredentialKind,
@@ -21,6 +22,7 @@ __all__ = [
     "MaasSite",
     "Node",
     "NodeState",
+    "OutboxEvent",
     "PowerCredentialOverride",
     "RoceAssignment",
     "SecretVersion",

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Case, F, PositiveSmallIntegerField, Q, Value, When
 from django.utils import timezone
 
-from maas_domain import context
+from maas_domain import context, events
 from maas_domain.locks import try_lock
 from maas_domain.maas.client import MaasClient
 from maas_domain.maas.errors import MaasError, MaasTransient
@@ -318,6 +318,7 @@ def _done(kind: WorkflowKind, wf: Any, result: Done, now: Any) -> None:
         wf.succeed()
         wf.finished_at = now
         kind.on_success(wf)
+        events.emit(kind.name, "completed", wf)
         kind.add_event(wf, "workflow.succeeded", "all stages completed", stage=wf.stage)
         admit_after_commit(wf.site_id)
         return
@@ -341,6 +342,7 @@ def _cancel_finished(kind: WorkflowKind, wf: Any, result: Result, now: Any) -> N
         wf.state = W.MANUAL_INTERVENTION
         wf.reason = f"cancel could not compensate: {result.message}"[:500]
         kind.add_event(wf, "workflow.manual_intervention", wf.reason, stage=wf.stage)
+        events.emit(kind.name, "manual_intervention_required", wf, reason=wf.reason)
 
 
 def _wait(kind: WorkflowKind, wf: Any, ctx: StageContext, result: Wait, now: Any) -> None:
@@ -382,6 +384,7 @@ def finish_failed(kind: WorkflowKind, wf: Any, result: Fail, now: Any) -> None:
         **result.data,
     )
     kind.on_failure(wf)
+    events.emit(kind.name, "failed", wf, failure_class=wf.failure_class, reason=wf.reason)
     admit_after_commit(wf.site_id)
 
 

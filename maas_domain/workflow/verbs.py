@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from maas_domain import audit
+from maas_domain import audit, events
 from maas_domain.errors import Conflict, InvalidInput
 from maas_domain.workflow import engine
 from maas_domain.workflow.models import WorkflowState
@@ -217,6 +217,7 @@ def apply(
         message = f"{verb} by {name}" + (f": {reason}" if reason else "")
         kind.add_event(wf, f"operator.{verb}", message, stage=wf.stage, actor=name, **observed)
         if verb == "mark-manual-intervention":
+            events.emit(kind.name, "manual_intervention_required", wf, reason=wf.reason)
             kind.add_event(
                 wf, f"node.{kind.name}.manual_intervention_required", wf.reason, stage=wf.stage
             )
