@@ -106,6 +106,8 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_TRACK_STARTED = True
 # Workflow tasks report through the database; only tasks that ask for it store a result.
 CELERY_TASK_IGNORE_RESULT = True
+# Workers keep the JSON log format of LOGGING instead of Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Workflow engine (docs/architecture.md, "Workflows"): how long an execution owns a workflow

@@ -8,3 +8,6 @@ class MaasDomainConfig(AppConfig):
 
     def ready(self) -> None:
         from maas_domain import celery_signals  # noqa: F401 (connects the signal handlers)
+        from maas_domain.logging import install_record_factory
+
+        install_record_factory()

@@ -23,8 +23,7 @@ from maas_domain.simulator.node import NodeSide
 from maas_domain.workflow import engine
 from maas_domain.workflow.tasks import advance
 from onboarding.models import Onboarding
-from onboarding.services import onboarding_start
-from tests.support.flows import Flow, wait_until
+from tests.support.flows import Flow, settle, start, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -78,21 +77,6 @@ def workers(sweeper: None, flow_site: Flow, live_server: Any) -> Iterator[Worker
     pool.stop_all()
 
 
-def start(flow: Flow, hostname: str, ipmi_ip: str) -> Onboarding:
-    return onboarding_start(
-        actor=flow.admin, site_id=flow.site.pk, profile_id=flow.profile.pk, sku_id=flow.sku.pk,
-        hostname=hostname, ipmi_ip=ipmi_ip,
-    )  # fmt: skip
-
-
-def finished(pk: int, timeout: float = 60) -> Onboarding:
-    return wait_until(
-        lambda: (wf := Onboarding.objects.get(pk=pk)).state in ("succeeded", "failed") and wf,
-        timeout=timeout,
-        what=f"onboarding {pk} to finish",
-    )
-
-
 @pytest.mark.parametrize("stage", ["commission", "deploy"])
 @pytest.mark.parametrize("when", ["before its MAAS call", "after its MAAS call"])
 def test_kill_9_mid_stage(flow_site: Flow, workers: Workers, stage: str, when: str) -> None:
@@ -118,7 +102,7 @@ def test_kill_9_mid_stage(flow_site: Flow, workers: Workers, stage: str, when: s
     workers.kill(first)
     requests.delete(flow.sim.control + "faults", timeout=5)
     workers.start()
-    wf = finished(wf.pk)
+    wf = settle(wf.pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason)
     assert flow.sim.count("machine.commission", status=200) == (1 if stage == "commission" else 0)
     assert flow.sim.count("machine.deploy", status=200) == 1  # sent once, whatever the timing
@@ -133,7 +117,7 @@ def test_kill_9_while_waiting(flow_site: Flow, workers: Workers) -> None:
     wait_until(lambda: Onboarding.objects.get(pk=wf.pk).state == "waiting", what="a wait")
     workers.kill(first)
     workers.start()
-    wf = finished(wf.pk)
+    wf = settle(wf.pk)
     assert wf.state == "succeeded", wf.reason
     assert flow.sim.count("machine.commission", status=200) == 1
     assert flow.sim.count("machine.deploy", status=200) == 1
@@ -155,7 +139,7 @@ def test_same_step_delivered_five_times_to_two_workers(flow_site: Flow, workers:
         advance.delay("onboarding", row.pk, row.dispatch)
     workers.start(concurrency=3)
     workers.start(concurrency=3)
-    wf = finished(wf.pk)
+    wf = settle(wf.pk)
     assert wf.state == "succeeded", wf.reason
     assert flow.sim.count("machine.commission", status=200) == 1
     assert wf.events.filter(kind="stage.started", stage="commission").count() == 1
@@ -170,7 +154,7 @@ def test_lost_message_is_redriven_by_the_sweep(flow_site: Flow, workers: Workers
     redis.Redis.from_url(str(settings.CELERY_BROKER_URL)).flushdb()  # ...and the message is lost
     dispatched = Onboarding.objects.get(pk=wf.pk).dispatch
     workers.start()
-    wf = finished(wf.pk)
+    wf = settle(wf.pk)
     assert wf.state == "succeeded", wf.reason
     assert wf.dispatch > dispatched
 
@@ -199,7 +183,7 @@ def test_poison_stage_ends_failed_worker_lost(flow_site: Flow, workers: Workers)
         workers.kill(proc)
         deaths += 1
         Onboarding.objects.filter(pk=wf.pk).update(stage_data={})
-    wf = finished(wf.pk)
+    wf = settle(wf.pk)
     assert (wf.state, wf.failure_class) == ("failed", "worker_lost")
     assert "worker_lost" in wf.reason
     assert deaths <= settings.WORKFLOW_MAX_LOST_LEASES + 1

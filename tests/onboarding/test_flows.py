@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from rest_framework.test import APIClient
 
 from maas_domain.models import AuditLog, Node
 from maas_domain.simulator.node import NodeSide
 from onboarding.models import Onboarding
-from onboarding.services import onboarding_start, onboarding_start_batch
-from tests.support.flows import Flow, wait_until
+from onboarding.services import onboarding_start_batch
+from tests.support.flows import Flow, settle, start, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 STATE_CHANGES = (
@@ -25,33 +23,6 @@ STATE_CHANGES = (
     "machine.mark_fixed",
     "machines.create",
 )
-
-
-@pytest.fixture
-def node_side(flow: Flow) -> NodeSide:
-    side = NodeSide()
-    flow.sim.model.node_side = side
-    return side
-
-
-def start(flow: Flow, hostname: str, ipmi_ip: str, **kw: Any) -> Onboarding:
-    return onboarding_start(
-        actor=flow.admin,
-        site_id=flow.site.pk,
-        profile_id=flow.profile.pk,
-        sku_id=flow.sku.pk,
-        hostname=hostname,
-        ipmi_ip=ipmi_ip,
-        **kw,
-    )
-
-
-def finished(pk: int, timeout: float = 40.0) -> Onboarding:
-    return wait_until(
-        lambda: (wf := Onboarding.objects.get(pk=pk)).state in ("succeeded", "failed") and wf,
-        timeout=timeout,
-        what=f"onboarding {pk} to finish",
-    )
 
 
 def kinds(wf: Onboarding) -> list[str]:
@@ -71,7 +42,7 @@ def test_single_node_happy_path_discovered_by_ipmi(
 ) -> None:
     sid = flow.sim.add(hostname="unnamed-node", status="new", power_address="10.10.7.31")
     wf = start(flow, "c07u31", "10.10.7.31")
-    wf = finished(wf.pk)
+    wf = settle(wf.pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason, kinds(wf))
     assert wf.maas_system_id == sid and not wf.created_machine
     assert stages_completed(wf) == [
@@ -106,7 +77,7 @@ def test_single_node_happy_path_discovered_by_ipmi(
 
 
 def test_unknown_host_is_created_with_ipmi_credentials(flow: Flow, node_side: NodeSide) -> None:
-    wf = finished(start(flow, "c07u50", "10.10.7.50").pk)
+    wf = settle(start(flow, "c07u50", "10.10.7.50").pk)
     assert wf.state == "succeeded", wf.reason
     assert wf.created_machine
     machine = flow.sim.model.machines[wf.maas_system_id]
@@ -120,7 +91,7 @@ def test_hostname_match_wins_and_ready_machine_is_not_recommissioned(
     flow: Flow, node_side: NodeSide
 ) -> None:
     sid = flow.sim.add(hostname="c07u32", status="ready", power_address="10.10.7.99")
-    wf = finished(start(flow, "c07u32", "10.10.7.32").pk)
+    wf = settle(start(flow, "c07u32", "10.10.7.32").pk)
     assert wf.state == "succeeded", wf.reason
     assert wf.maas_system_id == sid
     assert "machine.commission" not in flow.sim.mutations(sid)
@@ -136,7 +107,7 @@ def test_ambiguity_fails_closed_with_candidates(flow: Flow, node_side: NodeSide,
     else:
         a = flow.sim.add(hostname="x1", status="ready", power_address="10.10.7.33")
         b = flow.sim.add(hostname="x2", status="new", power_address="10.10.7.33")
-    wf = finished(start(flow, "c07u33", "10.10.7.33").pk)
+    wf = settle(start(flow, "c07u33", "10.10.7.33").pk)
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "discover", "ambiguous")
     assert a in wf.reason and b in wf.reason
     assert sorted(wf.events.get(kind="stage.failed").data["candidates"]) == sorted([a, b])
@@ -152,7 +123,7 @@ def test_commissioning_failure_fails_the_stage_with_maas_reason(
         power_address="10.10.7.34",
         faults={"commission_failure": [1]},
     )
-    wf = finished(start(flow, "c07u34", "10.10.7.34").pk)
+    wf = settle(start(flow, "c07u34", "10.10.7.34").pk)
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "commission", "commissioning")
     assert "Commissioning failed" in wf.reason
     assert "50-maas-01-commissioning" in wf.reason
@@ -162,7 +133,7 @@ def test_pxe_interface_unlinked_is_relinked_to_auto(flow: Flow, node_side: NodeS
     sid = flow.sim.add(
         hostname="c07u35", status="new", power_address="10.10.7.35", faults={"pxe_unlinked": True}
     )
-    wf = finished(start(flow, "c07u35", "10.10.7.35").pk)
+    wf = settle(start(flow, "c07u35", "10.10.7.35").pk)
     assert wf.state == "succeeded", wf.reason
     assert "machine.link_subnet" in [
         m.replace("interface.", "machine.") for m in flow.sim.mutations(sid)
@@ -174,7 +145,7 @@ def test_pxe_subnet_missing_fails_early(flow: Flow, node_side: NodeSide) -> None
     flow.profile.pxe_subnet = "10.99.0.0/24"
     flow.profile.save()
     flow.sim.add(hostname="c07u36", status="ready", power_address="10.10.7.36")
-    wf = finished(start(flow, "c07u36", "10.10.7.36").pk)
+    wf = settle(start(flow, "c07u36", "10.10.7.36").pk)
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "storage_pxe", "pxe")
     assert "10.99.0.0/24 does not exist" in wf.reason
     assert "machine.deploy" not in flow.sim.mutations()
@@ -186,7 +157,7 @@ def test_preflight_failures_are_named(flow: Flow, node_side: NodeSide) -> None:
     )
     flow.site.policy = {**flow.site.policy, "roce_phase2_enabled": True}
     flow.site.save()
-    wf = finished(start(flow, "c07u37", "10.10.7.37").pk)
+    wf = settle(start(flow, "c07u37", "10.10.7.37").pk)
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "preflight", "preflight")
     assert "not a real PEM" in wf.reason
     assert "no RoCE assignment" in wf.reason
@@ -202,7 +173,7 @@ def test_datasource_failure_once_recovers_with_one_redeploy(
         power_address="10.10.7.38",
         faults={"deploy_datasource_failure": [1]},
     )
-    wf = finished(start(flow, "c07u38", "10.10.7.38").pk, timeout=60)
+    wf = settle(start(flow, "c07u38", "10.10.7.38").pk, timeout=60)
     assert wf.state == "succeeded", wf.reason
     assert flow.sim.mutations(sid) == [
         "machine.set_storage_layout",
@@ -221,7 +192,7 @@ def test_datasource_failure_twice_fails_with_its_class(flow: Flow, node_side: No
         power_address="10.10.7.39",
         faults={"deploy_datasource_failure": [1, 2]},
     )
-    wf = finished(start(flow, "c07u39", "10.10.7.39").pk, timeout=60)
+    wf = settle(start(flow, "c07u39", "10.10.7.39").pk, timeout=60)
     assert (wf.state, wf.failure_class) == ("failed", "datasource")
     decisions = list(wf.events.filter(kind="retry.decision").values_list("data", flat=True))
     assert [d["retry"] for d in decisions] == [True, False]
@@ -234,7 +205,7 @@ def test_curtin_failure_is_not_retried(flow: Flow, node_side: NodeSide) -> None:
         power_address="10.10.7.40",
         faults={"deploy_curtin_failure": [1]},
     )
-    wf = finished(start(flow, "c07u40", "10.10.7.40").pk)
+    wf = settle(start(flow, "c07u40", "10.10.7.40").pk)
     assert (wf.state, wf.failure_class) == ("failed", "curtin")
     assert flow.sim.mutations(sid).count("machine.deploy") == 1
 
@@ -244,7 +215,7 @@ def test_stale_enrollment_token_is_refused(flow: Flow, node_side: NodeSide) -> N
     flow.site.policy = {**flow.site.policy, "stage_timeouts": {"enrollment": 10}}
     flow.site.save()
     flow.sim.add(hostname="c07u41", status="ready", power_address="10.10.7.41")
-    wf = finished(start(flow, "c07u41", "10.10.7.41").pk, timeout=60)
+    wf = settle(start(flow, "c07u41", "10.10.7.41").pk, timeout=60)
     assert [c["status"] for c in node_side.calls] == [403]
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "enrollment", "timeout")
     assert wf.events.filter(kind="enrollment.refused").count() == 1
@@ -254,7 +225,7 @@ def test_stale_enrollment_token_is_refused(flow: Flow, node_side: NodeSide) -> N
 def test_token_is_accepted_once(flow: Flow, node_side: NodeSide) -> None:
     node_side.set("c07u42", repeat=2)
     flow.sim.add(hostname="c07u42", status="ready", power_address="10.10.7.42")
-    wf = finished(start(flow, "c07u42", "10.10.7.42").pk)
+    wf = settle(start(flow, "c07u42", "10.10.7.42").pk)
     assert wf.state == "succeeded"
     wait_until(lambda: len(node_side.calls) == 2, what="the replayed enrollment")
     assert [c["status"] for c in node_side.calls] == [200, 403]
@@ -297,7 +268,7 @@ def test_hardware_sync_required_deploys_with_sync_and_waits_for_the_seed(
     flow.site.policy = {**flow.site.policy, "hardware_sync_required": True}
     flow.site.save()
     sid = flow.sim.add(hostname="c07u43", status="ready", power_address="10.10.7.43")
-    wf = finished(start(flow, "c07u43", "10.10.7.43").pk)
+    wf = settle(start(flow, "c07u43", "10.10.7.43").pk)
     assert wf.state == "succeeded", wf.reason
     assert flow.sim.model.machines[sid].enable_hw_sync is True
     completed = wf.events.get(kind="stage.completed", stage="hardware_sync")
@@ -316,7 +287,7 @@ def test_node_side_told_through_the_control_endpoint_to_stay_silent(
     flow.site.policy = {**flow.site.policy, "stage_timeouts": {"enrollment": 5}}
     flow.site.save()
     flow.sim.add(hostname="c07u44", status="ready", power_address="10.10.7.44")
-    wf = finished(start(flow, "c07u44", "10.10.7.44").pk)
+    wf = settle(start(flow, "c07u44", "10.10.7.44").pk)
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "enrollment", "timeout")
     assert node_side.calls == []
 
@@ -327,7 +298,7 @@ def test_auto_claim_of_the_sole_new_machine_only_when_policy_allows(
     flow.site.policy = {**flow.site.policy, "auto_claim_new": True}
     flow.site.save()
     sid = flow.sim.add(hostname="enlisted-abc", status="new", power_type="manual")
-    wf = finished(start(flow, "c07u45", "10.10.7.45").pk)
+    wf = settle(start(flow, "c07u45", "10.10.7.45").pk)
     assert wf.state == "succeeded", wf.reason
     assert wf.maas_system_id == sid and not wf.created_machine
     machine = flow.sim.model.machines[sid]
@@ -340,5 +311,5 @@ def test_auto_claim_of_the_sole_new_machine_only_when_policy_allows(
     # two unclaimed New machines: fail closed
     flow.sim.add(hostname="enlisted-x", status="new", power_type="manual")
     flow.sim.add(hostname="enlisted-y", status="new", power_type="manual")
-    other = finished(start(flow, "c07u46", "10.10.7.46").pk)
+    other = settle(start(flow, "c07u46", "10.10.7.46").pk)
     assert (other.state, other.failure_class) == ("failed", "ambiguous")

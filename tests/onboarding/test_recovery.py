@@ -12,39 +12,10 @@ from rest_framework.test import APIClient
 from maas_domain.models import AuditLog
 from maas_domain.simulator.node import NodeSide
 from onboarding.models import Onboarding
-from onboarding.services import onboarding_start
 from tests.factories import make_onboarding, make_site
-from tests.support.flows import Flow, wait_until
+from tests.support.flows import Flow, settle, start, wait_until
 
 URL = "/api/v1/admin/onboardings"
-
-
-@pytest.fixture
-def node_side(flow: Flow) -> NodeSide:
-    side = NodeSide()
-    flow.sim.model.node_side = side
-    return side
-
-
-def start(flow: Flow, hostname: str, ipmi_ip: str) -> Onboarding:
-    return onboarding_start(
-        actor=flow.admin,
-        site_id=flow.site.pk,
-        profile_id=flow.profile.pk,
-        sku_id=flow.sku.pk,
-        hostname=hostname,
-        ipmi_ip=ipmi_ip,
-    )
-
-
-def settle(
-    pk: int, states: tuple[str, ...] = ("succeeded", "failed", "cancelled"), timeout: float = 45
-) -> Onboarding:
-    return wait_until(
-        lambda: (wf := Onboarding.objects.get(pk=pk)).state in states and wf,
-        timeout=timeout,
-        what=f"onboarding {pk} in {states}",
-    )
 
 
 def verb(api: APIClient, pk: int, name: str, body: dict[str, Any] | None = None, **kw: Any) -> Any:

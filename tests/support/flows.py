@@ -18,6 +18,7 @@ from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
 from maas_domain.services.demo import demo_ca_pem
 from maas_domain.services.probe import site_probe
+from maas_domain.simulator.node import NodeSide
 from maas_domain.workflow import engine
 from tests.support.maas import API_KEY, Sim, make_sim
 
@@ -124,3 +125,40 @@ def flow_site(transactional_db: None, live_server: Any, settings: Any) -> Iterat
 @pytest.fixture
 def flow(worker: None, flow_site: Flow) -> Flow:
     return flow_site
+
+
+@pytest.fixture
+def node_side(flow_site: Flow) -> NodeSide:
+    """The simulator's node side: deployed machines call our enrollment endpoint."""
+    side = NodeSide()
+    flow_site.sim.model.node_side = side
+    return side
+
+
+def start(flow: Flow, hostname: str, ipmi_ip: str, **kw: Any) -> Any:
+    from onboarding.services import onboarding_start
+
+    return onboarding_start(
+        actor=flow.admin,
+        site_id=flow.site.pk,
+        profile_id=flow.profile.pk,
+        sku_id=flow.sku.pk,
+        hostname=hostname,
+        ipmi_ip=ipmi_ip,
+        **kw,
+    )
+
+
+def settle(
+    pk: int,
+    states: tuple[str, ...] = ("succeeded", "failed", "cancelled"),
+    timeout: float = 60.0,
+) -> Any:
+    """Wait until onboarding ``pk`` is in one of ``states``; return it."""
+    from onboarding.models import Onboarding
+
+    return wait_until(
+        lambda: (wf := Onboarding.objects.get(pk=pk)).state in states and wf,
+        timeout=timeout,
+        what=f"onboarding {pk} in {states}",
+    )
