@@ -12,33 +12,45 @@ from maas_domain import context
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
-def _attach(record: logging.LogRecord) -> None:
-    if getattr(record, "correlation_id", None) is None:
-        record.correlation_id = context.correlation_id.get()
-    for key, value in (context.log_fields.get() or {}).items():
-        if not hasattr(record, key):
-            setattr(record, key, value)
+CONTEXT_ATTR = "maascp_context"
+
+
+def _snapshot() -> dict[str, Any]:
+    fields = {"correlation_id": context.correlation_id.get(), **(context.log_fields.get() or {})}
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def install_record_factory() -> None:
-    """Attach the context to every record when it is created, whatever handlers (or a
-    library that reconfigures logging) do later."""
+    """Snapshot the context onto every record when it is created (in the thread and task that
+    logged it), in one attribute, so it never collides with a caller's ``extra`` fields and
+    survives whatever handlers a library installs later."""
     previous = logging.getLogRecordFactory()
     if getattr(previous, "_maascp", False):
         return
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
-        _attach(record)
+        setattr(record, CONTEXT_ATTR, _snapshot())
         return record
 
     factory._maascp = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(factory)
 
 
+def context_of(record: logging.LogRecord) -> dict[str, Any]:
+    """The context a record was logged in (explicit ``extra`` fields win)."""
+    merged = dict(getattr(record, CONTEXT_ATTR, None) or _snapshot())
+    merged.update({k: getattr(record, k) for k in merged if getattr(record, k, None) is not None})
+    return merged
+
+
 class ContextFilter(logging.Filter):
+    """Expose the context as record attributes for handlers that read them."""
+
     def filter(self, record: logging.LogRecord) -> bool:
-        _attach(record)
+        for key, value in context_of(record).items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
         return True
 
 
@@ -51,8 +63,11 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         for key, value in vars(record).items():
-            if key not in _STANDARD and value is not None and not key.startswith("_"):
+            skip = key in _STANDARD or key == CONTEXT_ATTR or key.startswith("_")
+            if not skip and value is not None:
                 payload[key] = value
+        for key, value in context_of(record).items():
+            payload.setdefault(key, value)
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
         return json.dumps(payload, default=str)
