@@ -1,37 +1,23 @@
 """Open-workflow lookups shared by every app.
 
-Workflow apps (onboarding, decommission) register their model here; site and profile services
-ask "what is still open on this site?" without importing those apps (which depend on this one).
+Site and profile services ask "what is still open on this site?" without importing the
+workflow apps (which depend on this one): the answer comes from the kinds registered with the
+workflow engine (``maas_domain.workflow.engine.KINDS``), the one registry of workflow kinds.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-from django.db import models
-
-
-class WorkflowModel(Protocol):
-    objects: models.Manager[Any]
-
-    @classmethod
-    def open_filter(cls) -> models.Q: ...
-
-
-_REGISTRY: list[tuple[str, type[Any]]] = []
-
-
-def register(kind: str, model: type[Any]) -> None:
-    if (kind, model) not in _REGISTRY:
-        _REGISTRY.append((kind, model))
+from typing import Any
 
 
 def open_workflows(**filters: Any) -> list[dict[str, Any]]:
     """Every open workflow matching ``filters`` (e.g. site=…, profile=…), as small dicts."""
+    from maas_domain.workflow.engine import KINDS
+
     found: list[dict[str, Any]] = []
-    for kind, model in _REGISTRY:
-        rows = model.objects.filter(model.open_filter(), **filters).values(
+    for kind in KINDS.values():
+        rows = kind.model.objects.filter(kind.model.open_filter(), **filters).values(
             "id", "hostname", "state"
         )[:50]
-        found.extend({"kind": kind, **row} for row in rows)
+        found.extend({"kind": kind.name, **row} for row in rows)
     return found

@@ -6,10 +6,7 @@ class OnboardingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from maas_domain import workflows
         from maas_domain.workflow import engine
-        from onboarding.models import Onboarding
         from onboarding.workflow import KIND
 
-        workflows.register("onboarding", Onboarding)
         engine.register(KIND)
