@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from decommission.urls import admin_urlpatterns as decommission_admin
 from maas_domain import health
 from onboarding.urls import admin_urlpatterns as onboarding_admin
 from onboarding.urls import node_urlpatterns
@@ -12,6 +13,7 @@ urlpatterns = [
     path("health/ready", health.ready, name="health-ready"),
     path("admin/", admin.site.urls),
     path("api/v1/admin/", include(onboarding_admin)),
+    path("api/v1/admin/", include(decommission_admin)),
     path("api/v1/admin/", include("maas_domain.api.urls")),
     path("api/v1/node/", include(node_urlpatterns)),
 ]

@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class DecommissionConfig(AppConfig):
     name = "decommission"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from decommission.workflow import KIND
+        from maas_domain.workflow import engine
+
+        engine.register(KIND)

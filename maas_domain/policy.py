@@ -31,6 +31,7 @@ STAGES = (
     "complete",
     "drain",
     "release",
+    "redeploy",
     "retire",
 )
 DEFAULT_STAGE_TIMEOUTS = {
@@ -45,6 +46,7 @@ DEFAULT_STAGE_TIMEOUTS = {
     "complete": 300,
     "drain": 600,
     "release": 3600,
+    "redeploy": 10800,
     "retire": 600,
 }
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -115,6 +117,14 @@ class Policy:
     release_fallback_allowed: bool = field(
         default=True,
         metadata=_doc("After a failed erase: abort, mark-fixed, release without erase."),
+    )
+    erase_stuck_seconds: int = field(
+        default=1800,
+        metadata=_doc(
+            "A Disk erasing that lasts longer counts as a failed erase (then the fallback).",
+            min=60,
+            max=86400,
+        ),
     )
     delete_machine_on_full_decommission: bool = field(
         default=True, metadata=_doc("Full decommission deletes the machine from MAAS.")

@@ -21,3 +21,12 @@ def open_workflows(**filters: Any) -> list[dict[str, Any]]:
         )[:50]
         found.extend({"kind": kind.name, **row} for row in rows)
     return found
+
+
+def open_on_node(
+    node_id: int, *, exclude: set[tuple[str, int]] | None = None
+) -> list[dict[str, Any]]:
+    """Open workflows holding a node (one open workflow per node across kinds), except
+    ``exclude`` ((kind, id) pairs: the caller itself and its parent or children)."""
+    skip = exclude or set()
+    return [w for w in open_workflows(node_id=node_id) if (w["kind"], w["id"]) not in skip]

@@ -16,13 +16,12 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from maas_domain.api import workflows
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.serializers import StrictMixin
 from maas_domain.validators import hostname_error, ipv4_error
-from maas_domain.workflow import verbs
 from onboarding import services
-from onboarding.diagnostics import machine_diagnostics
-from onboarding.models import Onboarding, OnboardingBatch, OnboardingEvent
+from onboarding.models import Onboarding, OnboardingBatch
 from onboarding.stages import adopt_stage
 from onboarding.workflow import KIND
 
@@ -50,17 +49,6 @@ class BatchSerializer(StrictMixin, serializers.Serializer[Any]):
     profile_id = serializers.IntegerField()
     sku_id = serializers.IntegerField()
     rows = serializers.JSONField()
-
-
-class VerbSerializer(StrictMixin, serializers.Serializer[Any]):
-    reason = serializers.CharField(max_length=500, required=False, allow_blank=True)
-    confirm = serializers.BooleanField(required=False, default=False)
-
-
-class EventSerializer(serializers.ModelSerializer[OnboardingEvent]):
-    class Meta:
-        model = OnboardingEvent
-        fields = ["id", "at", "kind", "stage", "attempt", "message", "data", "actor_name"]
 
 
 class OnboardingSerializer(serializers.ModelSerializer[Onboarding]):
@@ -134,12 +122,7 @@ class OnboardingViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Onboardin
 
     def retrieve(self, request: Request, pk: str) -> Response:
         wf = get_object_or_404(Onboarding.objects.select_related("site"), pk=pk)
-        data = dict(OnboardingSerializer(wf).data)
-        data["allowed_verbs"] = verbs.allowed_verbs(wf)
-        data["timeline"] = EventSerializer(wf.events.order_by("at", "id"), many=True).data
-        if request.query_params.get("diagnostics", "true").lower() != "false":
-            data["diagnostics"] = machine_diagnostics(wf.site, wf.maas_system_id)
-        return Response(data)
+        return workflows.detail(wf, OnboardingSerializer, request)
 
     @action(detail=False, methods=["post"])
     def batch(self, request: Request) -> Response:
@@ -152,30 +135,7 @@ class OnboardingViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Onboardin
         return idempotent(request, run)
 
     def verb(self, request: Request, pk: str, verb: str) -> Response:
-        """POST /onboardings/{id}/{verb}[?dry_run=true] with optional {reason, confirm}."""
-        get_object_or_404(Onboarding, pk=pk)
-        dry_run = request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
-
-        def run() -> Response:
-            body = VerbSerializer(data=request.data)
-            body.is_valid(raise_exception=True)
-            result = verbs.apply(
-                KIND,
-                int(pk),
-                verb,
-                actor=request.user,
-                dry_run=dry_run,
-                adopt=adopt_stage if verb == "adopt" else None,
-                **body.validated_data,
-            )
-            if result["dry_run"]:
-                return Response(result)
-            wf = result["workflow"]
-            data = dict(OnboardingSerializer(wf).data)
-            data["allowed_verbs"] = verbs.allowed_verbs(wf)
-            return Response(data, status=status.HTTP_202_ACCEPTED)
-
-        return run() if dry_run else idempotent(request, run)
+        return workflows.verb(request, KIND, pk, verb, OnboardingSerializer, adopt_stage)
 
     def batch_detail(self, request: Request, pk: str) -> Response:
         return Response(batch_summary(get_object_or_404(OnboardingBatch, pk=pk)))

@@ -65,6 +65,10 @@ class Onboarding(Workflow):
     enrolled_at = models.DateTimeField(null=True, blank=True)
     enrolled_attempt = models.PositiveIntegerField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # Set when another workflow runs this onboarding on its behalf (a reimage decommission
+    # redeploys through the onboarding stages): it is woken when this one finishes.
+    parent_kind = models.CharField(max_length=32, blank=True, default="")
+    parent_id = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "node_onboardings"

@@ -10,17 +10,18 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from maas_domain import audit, context, events
 from maas_domain.errors import Conflict, Forbidden, GuardrailFailed, InvalidInput, NotFound
 from maas_domain.models import MaasSite, Node, NodeState, SiteProfile, Sku
-from maas_domain.models.sites import ProfileStatus, SiteHealth, SiteStatus
+from maas_domain.models.sites import ProfileStatus
+from maas_domain.services.guardrails import guard_problems, site_problems
 from maas_domain.validators import hostname_error, ipv4_error
 from maas_domain.workflow import engine
 from maas_domain.workflow.models import WorkflowState
+from maas_domain.workflows import open_on_node, open_workflows
 from onboarding import payload
 from onboarding.models import Onboarding, OnboardingBatch, OnboardingEvent
 
@@ -55,13 +56,7 @@ def _target(site_id: Any, profile_id: Any, sku_id: Any) -> Target:
 def target_problems(site: MaasSite, profile: SiteProfile, sku: Sku) -> list[str]:
     """Seed 001 §6, checked when a request arrives and again by the preflight stage: site
     enabled, its probe healthy and recent, profile active, SKU active."""
-    problems = []
-    if site.status != SiteStatus.ACTIVE:
-        problems.append(f"site {site.name} is disabled")
-    if site.health != SiteHealth.HEALTHY or site.last_probe_at is None:
-        problems.append(f"site probe is {site.health}; run POST /maas-sites/{site.pk}/probe")
-    elif (timezone.now() - site.last_probe_at).total_seconds() > settings.PROBE_MAX_AGE_SECONDS:
-        problems.append("the last site probe is too old; probe the site again")
+    problems = site_problems(site)
     if profile.status != ProfileStatus.ACTIVE:
         problems.append(f"profile {profile.name} is disabled")
     if not sku.active:
@@ -73,13 +68,7 @@ def check_guardrails(target: Target, *, hostnames: list[str], confirm_host: str 
     """The target checks, plus: a guarded site needs a confirmation naming an approved host."""
     site = target.site
     problems = target_problems(site, target.profile, target.sku)
-    if site.guarded:
-        if len(hostnames) != 1:
-            problems.append("site is guarded: onboard one approved host at a time")
-        elif confirm_host != hostnames[0]:
-            problems.append(f"site is guarded: confirm_host must name {hostnames[0]!r}")
-        elif hostnames[0] not in (site.approved_hosts or []):
-            problems.append(f"site is guarded and {hostnames[0]} is not on its approved list")
+    problems += guard_problems(site, hostnames, confirm_host)
     if problems:
         raise GuardrailFailed("; ".join(problems), problems=problems)
 
@@ -98,10 +87,23 @@ def _open_conflict(site: MaasSite, hostname: str) -> Conflict:
 
 
 def _take_node(
-    site: MaasSite, sku: Sku, hostname: str, ipmi_ip: str, existing: Node | None
+    site: MaasSite,
+    sku: Sku,
+    hostname: str,
+    ipmi_ip: str,
+    existing: Node | None,
+    *,
+    checked: bool = False,
 ) -> Node:
+    """The node row an onboarding provisions (``checked``: the caller already made sure no
+    other kind of workflow holds it)."""
     if existing is None:
         existing = Node(site=site, sku=sku, hostname=hostname, ipmi_ip=ipmi_ip)
+    elif not checked and (busy := open_on_node(existing.pk, exclude=_onboardings_of(existing))):
+        raise Conflict(
+            f"node {hostname} has an open {busy[0]['kind']} ({busy[0]['id']}, {busy[0]['state']})",
+            open_workflows=busy,
+        )
     elif existing.state not in (NodeState.REGISTERED, NodeState.PROVISIONING):
         raise Conflict(
             f"node {hostname} is {existing.state}; onboarding needs a new or provisioning node "
@@ -111,6 +113,16 @@ def _take_node(
     existing.sku, existing.ipmi_ip = sku, ipmi_ip
     existing.start_provisioning()
     return existing
+
+
+def _onboardings_of(node: Node) -> set[tuple[str, int]]:
+    """Open onboardings of the node: the unique constraint reports those (with their id)."""
+    return {
+        ("onboarding", pk)
+        for pk in Onboarding.objects.filter(Onboarding.open_filter(), node=node).values_list(
+            "id", flat=True
+        )
+    }
 
 
 def onboarding_start(
@@ -227,8 +239,22 @@ def onboarding_start_batch(
             .filter(site=site, hostname__in=hosts)
             .exclude(state=NodeState.RETIRED)
         }
+        held = {
+            w["hostname"]: w
+            for w in open_workflows(node_id__in=[n.pk for n in nodes.values()])
+            if w["kind"] != "onboarding"
+        }
         for i, row in enumerate(rows):
             host = row["hostname"]
+            if host in held:
+                w = held[host]
+                errors.append(
+                    {
+                        "index": i,
+                        "field": "hostname",
+                        "reason": f"node {host} has an open {w['kind']} ({w['id']}).",
+                    }
+                )
             if host in busy:
                 errors.append(
                     {
@@ -251,7 +277,9 @@ def onboarding_start_batch(
         existing: list[Node] = []
         for row in rows:
             node = nodes.get(row["hostname"])
-            taken = _take_node(site, target.sku, row["hostname"], row["ipmi_ip"], node)
+            taken = _take_node(
+                site, target.sku, row["hostname"], row["ipmi_ip"], node, checked=True
+            )
             (existing if node is not None else new_nodes).append(taken)
             nodes[row["hostname"]] = taken
         Node.objects.bulk_create(new_nodes, batch_size=1000)

@@ -36,6 +36,17 @@ def _on_success(wf: Onboarding) -> None:
     if node.state != "active":
         node.activate()
     node.save()
+    _wake_parent(wf)
+
+
+def _wake_parent(wf: Onboarding) -> None:
+    """A workflow that runs this onboarding on its behalf (reimage) continues when it ends."""
+    if wf.parent_kind and wf.parent_id:
+        engine.wake(engine.KINDS[wf.parent_kind], wf.parent_id, f"onboarding {wf.pk} {wf.state}")
+
+
+def _family(wf: Onboarding) -> set[tuple[str, int]]:
+    return {(wf.parent_kind, wf.parent_id)} if wf.parent_kind and wf.parent_id else set()
 
 
 def _log_fields(wf: Onboarding) -> dict[str, Any]:
@@ -56,7 +67,10 @@ KIND = engine.WorkflowKind(
     policy=_policy,
     on_success=_on_success,
     select_related=("site", "profile__site", "sku", "node"),
+    on_failure=_wake_parent,
+    on_cancelled=_wake_parent,
     reset=RESET,
     cancel=CANCEL,
     log_fields=_log_fields,
+    family=_family,
 )

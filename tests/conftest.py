@@ -14,6 +14,7 @@ from maas_domain.auth import api_token_create
 from maas_domain.secrets import get_backend
 from tests.support.flows import flow, flow_site, node_side, sweeper, worker  # noqa: F401 (fixtures)
 from tests.support.maas import maas, sim, sleeps  # noqa: F401 (fixtures)
+from tests.support.workers import workers  # noqa: F401 (fixture)
 
 # Password hashing at production strength costs ~1s per user; tests do not need it.
 settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

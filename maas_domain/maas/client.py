@@ -413,6 +413,14 @@ class MaasClient:
             form.append(("comment", comment))
         return self._machine_op("release", system_id, form)
 
+    def allocate(self, system_id: str, *, comment: str | None = None) -> types.Machine:
+        """Acquire one Ready machine by system id (``machines op=allocate``)."""
+        form = [("system_id", system_id)] + ([("comment", comment)] if comment else [])
+        data = self._send(
+            "allocate", "POST", "machines/", op="allocate", form=form, system_id=system_id
+        )
+        return types.Machine.from_json(data)
+
     def abort(self, system_id: str, *, comment: str | None = None) -> types.Machine:
         return self._machine_op("abort", system_id, [("comment", comment)] if comment else [])
 

@@ -1,7 +1,7 @@
 """Records owned by the MAAS domain (seed 000 §7) and the records it coordinates."""
 
 from maas_domain.models.audit import AuditLog
-from maas_domain.models.inventory import Node, NodeState, Sku
+from maas_domain.models.inventory import Allocation, AllocationState, Node, NodeState, Sku
 from maas_domain.models.outbox import OutboxEvent
 from maas_domain.models.security import ApiToken, IdempotencyRecord, SecretVersion
 from maas_domain.models.sites import (
@@ -15,6 +15,8 @@ from maas_domain.models.sites import (
 )
 
 __all__ = [
+    "Allocation",
+    "AllocationState",
     "ApiToken",
     "AuditLog",
     "CredentialKind",

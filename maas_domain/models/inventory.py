@@ -106,3 +106,40 @@ class Node(models.Model):
     )
     def retire(self) -> None:
         """Full decommission: the row stays for history."""
+
+
+class AllocationState:
+    ACTIVE = "active"
+    RELEASED = "released"
+    FORCE_RELEASED = "force_released"
+    CHOICES = [(s, s) for s in (ACTIVE, RELEASED, FORCE_RELEASED)]
+
+
+class Allocation(models.Model):
+    """A tenant workload holding a node (the allocation record the scheduler keeps). A node with
+    an active allocation is not decommissioned until it is drained, or force-released on an
+    explicit, audited request."""
+
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
+    holder = models.CharField(max_length=200, help_text="Tenant or workload holding the node.")
+    state = FSMField(default=AllocationState.ACTIVE, choices=AllocationState.CHOICES)
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    released_by = models.CharField(max_length=150, blank=True, default="")
+    release_reason = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        db_table = "allocations"
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["node", "state"])]
+
+    def __str__(self) -> str:
+        return f"allocation {self.pk} of {self.node_id} by {self.holder}"
+
+    @transition(field=state, source=AllocationState.ACTIVE, target=AllocationState.RELEASED)
+    def release(self) -> None:
+        """The holder drained its workload."""
+
+    @transition(field=state, source=AllocationState.ACTIVE, target=AllocationState.FORCE_RELEASED)
+    def force_release(self) -> None:
+        """An operator took the node back without waiting for the holder."""

@@ -623,7 +623,7 @@ def machine_release(sim: Simulator, req: Request) -> Response:
         m,
         req.user,
         {
-            "erase": req.flag("erase"),
+            "erase": req.flag("erase") if req.get("erase") is not None else None,
             "secure_erase": req.flag("secure_erase"),
             "quick_erase": req.flag("quick_erase"),
             "force": req.flag("force"),

@@ -889,7 +889,9 @@ class Simulator:
 
         if m.status not in RELEASABLE:
             raise conflict(f"Machine cannot be released in its current state ('{m.status.label}').")
-        erase = params.get("erase") or self.config["enable_disk_erasing_on_release"]
+        erase = params.get("erase")
+        if erase is None:  # not sent: the region's default (an explicit false wins)
+            erase = self.config["enable_disk_erasing_on_release"]
         ordinal = m.next_count("release")
         self.start_op(m, "release")
         comment = params.get("comment") or ""

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
@@ -33,7 +34,16 @@ from maas_domain.maas.errors import MaasError, MaasTransient
 from maas_domain.policy import Policy
 from maas_domain.secrets import SecretsError
 from maas_domain.workflow.models import WorkflowState
-from maas_domain.workflow.results import Done, Fail, LeaseLost, Result, Retry, StageFailed, Wait
+from maas_domain.workflow.results import (
+    Done,
+    Fail,
+    Hold,
+    LeaseLost,
+    Result,
+    Retry,
+    StageFailed,
+    Wait,
+)
 
 log = logging.getLogger("workflow")
 W = WorkflowState
@@ -46,6 +56,11 @@ class Stage:
     name: str
     run: Callable[[StageContext], Result]
     maas_calls: list[str] = field(default_factory=list)  # for dry-run plans and docs
+    # Whether this stage is part of a given workflow (e.g. a decommission mode); default: always.
+    applies: Callable[[Any], bool] | None = None
+
+    def applies_to(self, wf: Any) -> bool:
+        return self.applies is None or self.applies(wf)
 
 
 @dataclass
@@ -63,6 +78,10 @@ class WorkflowKind:
     reset: Stage | None = None
     cancel: Stage | None = None
     on_cancelled: Callable[[Any], None] = lambda wf: None
+    # Run when a stage ends the workflow in manual_intervention (``Hold``), same transaction.
+    on_hold: Callable[[Any], None] = lambda wf: None
+    # Workflows that belong to this one (parent, children): not a conflict on the same node.
+    family: Callable[[Any], set[tuple[str, int]]] = lambda wf: set()
     select_related: tuple[str, ...] = ()
     log_fields: Callable[[Any], dict[str, Any]] = lambda wf: {}
     stage_index: dict[str, int] = field(default_factory=dict)
@@ -78,11 +97,17 @@ class WorkflowKind:
             return self.reset
         return self.stages[self.stage_index[name]]
 
-    def next_stage(self, name: str) -> str | None:
+    def stages_for(self, wf: Any) -> list[Stage]:
+        """The stages this workflow runs, in order (a stage may not apply to it)."""
+        return [s for s in self.stages if s.applies_to(wf)]
+
+    def next_stage(self, name: str, wf: Any) -> str | None:
         if self.reset is not None and name == self.reset.name:
-            return self.stages[0].name
-        i = self.stage_index[name] + 1
-        return self.stages[i].name if i < len(self.stages) else None
+            return self.stages_for(wf)[0].name
+        for stage in self.stages[self.stage_index[name] + 1 :]:
+            if stage.applies_to(wf):
+                return stage.name
+        return None
 
 
 KINDS: dict[str, WorkflowKind] = {}
@@ -161,6 +186,20 @@ class StageContext:
             raise LeaseLost(f"{self.kind.name} {self.wf.pk} lease lost")
         for key, value in fields.items():
             setattr(self.wf, key, value)
+
+    @contextmanager
+    def locked(self) -> Iterator[Any]:
+        """A transaction holding this workflow's row, if we still own the lease: for a stage
+        that must change our own rows (a node's state, a child workflow) exactly once."""
+        with transaction.atomic():
+            row = (
+                self.kind.model.objects.select_for_update()
+                .filter(pk=self.wf.pk, lease_owner=self.owner, state=self.wf.state)
+                .first()
+            )
+            if row is None:
+                raise LeaseLost(f"{self.kind.name} {self.wf.pk} lease lost")
+            yield row
 
     def sent(self, operation: str) -> bool:
         """Did an execution of this stage already send ``operation`` (maybe applied)?"""
@@ -287,6 +326,8 @@ def record(kind: WorkflowKind, ctx: StageContext, result: Result) -> None:
             _done(kind, wf, result, now)
         elif isinstance(result, Wait):
             _wait(kind, wf, ctx, result, now)
+        elif isinstance(result, Hold):
+            _hold(kind, wf, result, now)
         elif isinstance(result, Retry):
             wf.stage_tries += 1
             wf.stage_data = ctx.data
@@ -311,7 +352,7 @@ def _done(kind: WorkflowKind, wf: Any, result: Done, now: Any) -> None:
         setattr(wf, key, value)
     kind.add_event(wf, "stage.completed", result.message or f"{wf.stage} done", stage=wf.stage)
     wf.checkpoint = wf.stage
-    nxt = kind.next_stage(wf.stage)
+    nxt = kind.next_stage(wf.stage, wf)
     wf.stage_started_at, wf.stage_tries, wf.stage_data = None, 0, {}
     wf.wait_system_id, wf.wait_status, wf.next_check_at = "", None, None
     if nxt is None:
@@ -339,10 +380,27 @@ def _cancel_finished(kind: WorkflowKind, wf: Any, result: Result, now: Any) -> N
         wf.dispatch += 1
         enqueue(kind.name, wf.pk, wf.dispatch, countdown=getattr(result, "after", 5.0))
     else:
-        wf.state = W.MANUAL_INTERVENTION
-        wf.reason = f"cancel could not compensate: {result.message}"[:500]
-        kind.add_event(wf, "workflow.manual_intervention", wf.reason, stage=wf.stage)
-        events.emit(kind.name, "manual_intervention_required", wf, reason=wf.reason)
+        to_manual_intervention(kind, wf, f"cancel could not compensate: {result.message}")
+
+
+def to_manual_intervention(kind: WorkflowKind, wf: Any, reason: str) -> None:
+    """Freeze the workflow: nothing automatic touches it until an operator acts."""
+    wf.state = W.MANUAL_INTERVENTION
+    wf.reason = reason[:500]
+    wf.next_check_at = None
+    wf.wait_system_id, wf.wait_status = "", None
+    kind.add_event(wf, "workflow.manual_intervention", wf.reason, stage=wf.stage)
+    events.emit(kind.name, "manual_intervention_required", wf, reason=wf.reason)
+
+
+def _hold(kind: WorkflowKind, wf: Any, result: Hold, now: Any) -> None:
+    for key, value in result.updates.items():
+        setattr(wf, key, value)
+    wf.failure_class = result.failure_class
+    wf.stage_data = {}
+    to_manual_intervention(kind, wf, result.message)
+    kind.on_hold(wf)
+    admit_after_commit(wf.site_id)
 
 
 def _wait(kind: WorkflowKind, wf: Any, ctx: StageContext, result: Wait, now: Any) -> None:

@@ -45,7 +45,17 @@ class Fail:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-Result = Done | Wait | Retry | Fail
+@dataclass(frozen=True)
+class Hold:
+    """Stop in ``manual_intervention``: the stage did what it safely could and an operator must
+    decide (e.g. disks that could not be erased). ``updates`` are stored with it."""
+
+    failure_class: str
+    message: str
+    updates: dict[str, Any] = field(default_factory=dict)
+
+
+Result = Done | Wait | Retry | Fail | Hold
 
 
 class StageFailed(Exception):

@@ -93,7 +93,8 @@ class Plan:
 
 
 def plan(kind: engine.WorkflowKind, wf: Any, verb: str, *, adopt_stage: str | None = None) -> Plan:
-    first = kind.stages[0].name
+    stages = kind.stages_for(wf)
+    first = stages[0].name
     stage = {
         "retry": wf.stage,
         "resume": wf.stage,
@@ -108,18 +109,36 @@ def plan(kind: engine.WorkflowKind, wf: Any, verb: str, *, adopt_stage: str | No
     if verb == "cancel" and kind.cancel is not None:
         calls += kind.cancel.maas_calls
     elif verb not in ("mark-manual-intervention",):
-        names = [s.name for s in kind.stages]
+        names = [s.name for s in stages]
         if kind.reset is not None and stage == kind.reset.name:
             calls += kind.reset.maas_calls
             names_from = 0
         else:
             names_from = names.index(stage) if stage in names else 0
-        for s in kind.stages[names_from:]:
+        for s in stages[names_from:]:
             calls += [f"{s.name}: {c}" for c in s.maas_calls]
     checks = [f"state is {wf.state}; {verb} is allowed from {', '.join(VERBS[verb].sources)}"]
     if verb in ("retry", "resume", "rerun", "restart-clean", "adopt"):
         checks.append("no other open workflow holds the host (database constraint)")
     return Plan(verb, stage, attempt, calls, checks)
+
+
+def _refuse_if_node_busy(kind: engine.WorkflowKind, wf: Any) -> None:
+    """One open workflow per node across kinds: reopening waits for the other one to close.
+    The node row lock serialises this check with every start on the same node."""
+    from maas_domain.models import Node
+    from maas_domain.workflows import open_on_node
+
+    if not getattr(wf, "node_id", None):
+        return
+    Node.objects.select_for_update().filter(pk=wf.node_id).first()
+    others = open_on_node(wf.node_id, exclude={(kind.name, wf.pk), *kind.family(wf)})
+    if others:
+        raise Conflict(
+            f"node {wf.hostname} has another open workflow; this one cannot be reopened.",
+            current_state=wf.state,
+            open_workflows=others,
+        )
 
 
 def _reopen(
@@ -199,9 +218,12 @@ def apply(
         else:
             checkpoint = (
                 ""
-                if recipe.from_stage in (kind.stages[0].name, getattr(kind.reset, "name", ""))
+                if recipe.from_stage
+                in (kind.stages_for(wf)[0].name, getattr(kind.reset, "name", ""))
                 else None
             )
+            if not wf.is_open:
+                _refuse_if_node_busy(kind, wf)
             _reopen(
                 kind, wf, stage=recipe.from_stage, attempt=recipe.attempt, checkpoint=checkpoint
             )

@@ -153,12 +153,53 @@ def settle(
     pk: int,
     states: tuple[str, ...] = ("succeeded", "failed", "cancelled"),
     timeout: float = 60.0,
+    model: Any = None,
 ) -> Any:
-    """Wait until onboarding ``pk`` is in one of ``states``; return it."""
+    """Wait until workflow ``pk`` (an onboarding unless ``model`` says) is in one of ``states``."""
     from onboarding.models import Onboarding
 
+    model = model or Onboarding
     return wait_until(
-        lambda: (wf := Onboarding.objects.get(pk=pk)).state in states and wf,
+        lambda: (wf := model.objects.get(pk=pk)).state in states and wf,
         timeout=timeout,
-        what=f"onboarding {pk} in {states}",
+        what=f"{model._meta.model_name} {pk} in {states}",
     )
+
+
+def active_node(flow: Flow, hostname: str, ipmi_ip: str, **machine: Any) -> Any:
+    """An in-service node whose machine MAAS shows Deployed (to our user) unless ``machine``
+    says otherwise (status, faults)."""
+    from maas_domain.models import Node
+
+    machine.setdefault("status", "deployed")
+    sid = flow.sim.add(hostname=hostname, power_address=ipmi_ip, **machine)
+    return Node.objects.create(
+        site=flow.site,
+        sku=flow.sku,
+        hostname=hostname,
+        ipmi_ip=ipmi_ip,
+        maas_system_id=sid,
+        state="active",
+    )
+
+
+def decommission(flow: Flow, node: Any, mode: str, **kw: Any) -> Any:
+    from decommission.services import decommission_start
+
+    if mode == "full":
+        kw.setdefault("confirm", True)
+    if mode != "reimage":
+        kw.setdefault("profile_id", None)
+    else:
+        kw.setdefault("profile_id", flow.profile.pk)
+    return decommission_start(actor=flow.admin, node_id=node.pk, mode=mode, **kw)
+
+
+def settle_decommission(
+    pk: int,
+    states: tuple[str, ...] = ("succeeded", "failed", "cancelled", "manual_intervention"),
+    timeout: float = 60.0,
+) -> Any:
+    from decommission.models import Decommission
+
+    return settle(pk, states, timeout, model=Decommission)

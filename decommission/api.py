@@ -1,0 +1,128 @@
+"""Admin API for decommissions (seed 000 §4.4): start by node, list/filter, detail, verbs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.shortcuts import get_object_or_404
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from maas_domain.api import workflows
+from maas_domain.api.idempotency import idempotent
+from maas_domain.api.serializers import StrictMixin
+
+from . import services
+from .models import Decommission, Mode
+from .stages import adopt_stage
+from .workflow import KIND
+
+
+class StartSerializer(StrictMixin, serializers.Serializer[Any]):
+    """POST /nodes/{id}/decommission (``mode``) and /nodes/{id}/storage-cleanup (no mode)."""
+
+    mode = serializers.ChoiceField(choices=[Mode.REIMAGE, Mode.FULL])
+    force_release = serializers.BooleanField(required=False, default=False)
+    profile_id = serializers.IntegerField(required=False)
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    confirm = serializers.BooleanField(required=False, default=False)
+    confirm_host = serializers.CharField(max_length=63, required=False)
+
+
+class CleanupSerializer(StartSerializer):
+    mode = None  # type: ignore[assignment]
+
+
+class DecommissionSerializer(serializers.ModelSerializer[Decommission]):
+    queued = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Decommission
+        fields = [
+            "id",
+            "site_id",
+            "node_id",
+            "profile_id",
+            "hostname",
+            "mode",
+            "state",
+            "queued",
+            "stage",
+            "checkpoint",
+            "attempt",
+            "failure_class",
+            "reason",
+            "maas_system_id",
+            "force_release",
+            "prior_node_state",
+            "erase_mode",
+            "erased",
+            "fallback_used",
+            "machine_deleted",
+            "reimage_onboarding_id",
+            "requested_by",
+            "request_reason",
+            "correlation_id",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_queued(self, wf: Decommission) -> bool:
+        return wf.state == "pending"
+
+
+class DecommissionFilter(django_filters.FilterSet):
+    site = django_filters.NumberFilter(field_name="site_id")
+    node = django_filters.NumberFilter(field_name="node_id")
+    mode = django_filters.MultipleChoiceFilter(choices=Mode.CHOICES)
+    state = django_filters.MultipleChoiceFilter(
+        choices=Decommission._meta.get_field("state").choices
+    )
+    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
+
+    class Meta:
+        model = Decommission
+        fields = ["site", "node", "mode", "state", "stage", "hostname"]
+
+
+class DecommissionViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Decommission]):
+    serializer_class = DecommissionSerializer
+    filterset_class = DecommissionFilter
+    queryset = Decommission.objects.order_by("-id")
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        wf = get_object_or_404(Decommission.objects.select_related("site"), pk=pk)
+        return workflows.detail(wf, DecommissionSerializer, request)
+
+    def verb(self, request: Request, pk: str, verb: str) -> Response:
+        return workflows.verb(request, KIND, pk, verb, DecommissionSerializer, adopt_stage)
+
+    def start(self, request: Request, node_pk: str) -> Response:
+        return self._start(request, node_pk, StartSerializer)
+
+    def storage_cleanup(self, request: Request, node_pk: str) -> Response:
+        return self._start(request, node_pk, CleanupSerializer, mode=Mode.STORAGE_CLEANUP)
+
+    def _start(
+        self,
+        request: Request,
+        node_pk: str,
+        serializer: type[serializers.Serializer[Any]],
+        **fixed: Any,
+    ) -> Response:
+        def run() -> Response:
+            body = serializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            wf = services.decommission_start(
+                actor=request.user, node_id=int(node_pk), **body.validated_data, **fixed
+            )
+            return Response(DecommissionSerializer(wf).data, status=status.HTTP_202_ACCEPTED)
+
+        return idempotent(request, run)

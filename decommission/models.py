@@ -1,0 +1,85 @@
+"""Decommission workflow rows (node_decommissions) and their timeline."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from maas_domain.models import MaasSite, Node, SiteProfile
+from maas_domain.workflow.models import Workflow, WorkflowEvent, WorkflowState
+from onboarding.models import Onboarding
+
+
+class Mode:
+    REIMAGE = "reimage"
+    FULL = "full"
+    STORAGE_CLEANUP = "storage_cleanup"
+    CHOICES = [(m, m) for m in (REIMAGE, FULL, STORAGE_CLEANUP)]
+
+
+class Decommission(Workflow):
+    """Take a node out of service: release (with the policy's disk erase) and then, by mode,
+    redeploy it (reimage), remove it (full) or return it to its pool (storage cleanup).
+
+    Invariants: at most one open decommission per node (database-enforced) and no open
+    onboarding beside it (checked under the node's row lock); ``erased`` is true only when MAAS
+    finished an erase this workflow asked for; a node whose disks were not erased after an
+    erase was required is quarantined, never returned to a pool.
+    """
+
+    site = models.ForeignKey(MaasSite, on_delete=models.PROTECT, related_name="decommissions")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="decommissions")
+    profile = models.ForeignKey(
+        SiteProfile,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="decommissions",
+        help_text="Policy (erase mode, fallback) and, for reimage, the deploy target.",
+    )
+    mode = models.CharField(max_length=16, choices=Mode.CHOICES)
+    hostname = models.CharField(max_length=63)
+    maas_system_id = models.CharField(max_length=32, blank=True, default="")
+    force_release = models.BooleanField(default=False)
+    prior_node_state = models.CharField(max_length=16, blank=True, default="")
+    erase_mode = models.CharField(max_length=8, blank=True, default="")
+    release_requested = models.BooleanField(
+        default=False, help_text="A release was sent to MAAS (cancel then quarantines the node)."
+    )
+    erased = models.BooleanField(
+        null=True, blank=True, help_text="MAAS finished the disk erase this workflow asked for."
+    )
+    fallback_used = models.BooleanField(default=False)
+    machine_deleted = models.BooleanField(default=False)
+    reimage_onboarding = models.ForeignKey(
+        Onboarding, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reimage_attempt = models.PositiveIntegerField(null=True, blank=True)
+    requested_by = models.CharField(max_length=150, blank=True, default="")
+    request_reason = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        db_table = "node_decommissions"
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node"],
+                condition=Q(state__in=WorkflowState.OPEN),
+                name="uniq_open_decommission_per_node",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["state", "stage"]),
+            models.Index(fields=["site", "state"]),
+            models.Index(fields=["hostname"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"decommission {self.pk} {self.hostname} ({self.mode})"
+
+
+class DecommissionEvent(WorkflowEvent):
+    decommission = models.ForeignKey(Decommission, on_delete=models.CASCADE, related_name="events")
+
+    class Meta(WorkflowEvent.Meta):
+        db_table = "node_decommission_events"

@@ -1,0 +1,493 @@
+"""Decommission stages (design §6, seed 001 §4.5). Each looks at MAAS first and acts once.
+
+preflight → drain → release (erase per policy; on a failed erase: abort, mark-broken/mark-fixed,
+release without erase) → redeploy (reimage: a child onboarding runs the onboarding's own payload,
+deploy, enrollment and completion stages) or retire (full: delete from MAAS) → complete.
+Node rows change only inside ``ctx.locked()`` (our lease held) or in the engine's hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from maas_domain.errors import Conflict
+from maas_domain.maas.errors import MaasError, MaasNotFound
+from maas_domain.maas.factory import client_for_site
+from maas_domain.maas.status import RELEASABLE, NodeStatus
+from maas_domain.maas.types import Machine
+from maas_domain.models import Allocation, AllocationState, Node, NodeState
+from maas_domain.services.guardrails import site_problems
+from maas_domain.workflow import engine, verbs
+from maas_domain.workflow.engine import Stage, StageContext
+from maas_domain.workflow.models import WorkflowState
+from maas_domain.workflow.results import Done, Fail, Hold, Result, Wait
+from onboarding.models import Onboarding, OnboardingEvent
+
+from .models import Decommission, Mode
+
+S = NodeStatus
+W = WorkflowState
+POLL = 600.0
+ERASING = (S.DISK_ERASING,)
+
+
+def _observe(ctx: StageContext, machine: Machine) -> None:
+    if ctx.data.get("_seen") != machine.status_name:
+        ctx.data["_seen"] = machine.status_name
+        ctx.event(
+            "maas.observed",
+            f"MAAS: {machine.status_name}"
+            + (f" ({machine.status_message})" if machine.status_message else ""),
+            system_id=machine.system_id,
+            status=int(machine.status),
+            status_message=machine.status_message,
+        )
+
+
+def _machine(ctx: StageContext) -> Machine:
+    return ctx.maas.get_machine(ctx.wf.maas_system_id)
+
+
+def _comment(ctx: StageContext, what: str) -> str:
+    return f"{what} (decommission {ctx.wf.pk}, {ctx.wf.mode})"
+
+
+# -- 1. preflight ---------------------------------------------------------------------------------
+
+
+def preflight(ctx: StageContext) -> Result:
+    wf, policy = ctx.wf, ctx.policy
+    problems = site_problems(wf.site)
+    if wf.mode == Mode.STORAGE_CLEANUP and policy.erase_mode == "none":
+        problems.append("policy erase_mode is none: storage cleanup needs quick or secure")
+    if wf.mode == Mode.REIMAGE and (wf.profile is None or wf.profile.status != "active"):
+        problems.append("reimage needs an active profile to deploy")
+    held = list(
+        Allocation.objects.filter(node_id=wf.node_id, state=AllocationState.ACTIVE).values(
+            "id", "holder"
+        )
+    )
+    if held:
+        problems.append(
+            "node has active allocations: "
+            + ", ".join(f"{a['id']} ({a['holder']})" for a in held)
+            + "; drain them or start again with force_release"
+        )
+    machine = _find_machine(ctx)
+    if machine is None:
+        problems.append(f"no MAAS machine matches {wf.hostname} (system id {wf.maas_system_id!r})")
+    if problems:
+        return Fail("preflight", "; ".join(problems), {"problems": problems})
+    assert machine is not None
+    _observe(ctx, machine)
+    return Done(
+        f"preflight checks passed; erase mode {policy.erase_mode}",
+        {"maas_system_id": machine.system_id, "erase_mode": policy.erase_mode},
+    )
+
+
+def _find_machine(ctx: StageContext) -> Machine | None:
+    wf = ctx.wf
+    if wf.maas_system_id:
+        try:
+            return _machine(ctx)
+        except MaasNotFound:
+            ctx.event("maas.observed", f"recorded machine {wf.maas_system_id} is gone from MAAS")
+    found = ctx.maas.list_machines(hostnames=[wf.hostname])
+    if len(found) > 1:
+        ids = ", ".join(m.system_id for m in found)
+        ctx.event("maas.observed", f"{len(found)} MAAS machines are named {wf.hostname}: {ids}")
+        return None  # ambiguous: fail closed
+    return found[0] if found else None
+
+
+# -- 2. drain -------------------------------------------------------------------------------------
+
+
+def drain(ctx: StageContext) -> Result:
+    """The node leaves its pool before MAAS is touched."""
+    with ctx.locked():
+        node = Node.objects.select_for_update().get(pk=ctx.wf.node_id)
+        if node.state == NodeState.DRAINING:
+            return Done("node already draining")
+        if node.state not in (NodeState.ACTIVE, NodeState.QUARANTINED):
+            return Fail("node_state", f"node is {node.state}; it cannot be drained")
+        before = node.state
+        node.drain()
+        node.save(update_fields=["state", "updated_at"])
+    return Done(f"node drained from its pool (was {before})")
+
+
+# -- 3. release with erase, and the fallback ------------------------------------------------------
+
+
+def release(ctx: StageContext) -> Result:
+    wf, policy, maas = ctx.wf, ctx.policy, ctx.maas
+    machine = _machine(ctx)
+    _observe(ctx, machine)
+    status, sid = machine.status, machine.system_id
+    mode = wf.erase_mode or policy.erase_mode
+    if ctx.data.get("erase_failed"):
+        return _fallback(ctx, machine)
+    if status == S.DISK_ERASING:
+        seen = ctx.data.setdefault("erasing_since", timezone.now().isoformat())
+        stuck_at = datetime.fromisoformat(seen) + timedelta(seconds=policy.erase_stuck_seconds)
+        if timezone.now() >= stuck_at:
+            return _erase_failed(
+                ctx, machine, f"Disk erasing for more than {policy.erase_stuck_seconds}s"
+            )
+        left = (stuck_at - timezone.now()).total_seconds() + 1
+        return Wait("erasing disks", sid, int(status), min(POLL, left))
+    if status == S.RELEASING:
+        return Wait("releasing", sid, int(status), POLL)
+    if status == S.FAILED_DISK_ERASING:
+        return _erase_failed(ctx, machine, machine.status_message or machine.status_name)
+    if status == S.FAILED_RELEASING:
+        return Fail("release_failed", f"MAAS could not release the machine: {_why(machine)}")
+    if status == S.READY and (ctx.sent("release") or mode == "none" or wf.erased):
+        return _released(ctx, mode)
+    if status == S.READY:
+        # MAAS erases only when it releases an allocated machine: take it, then release it.
+        machine = maas.allocate(sid, comment=_comment(ctx, "allocate to erase its disks"))
+        ctx.event(
+            "maas.action",
+            f"allocated the Ready machine so MAAS can erase its disks: {machine.status_name}",
+        )
+        status = machine.status
+    if status in RELEASABLE:
+        if ctx.sent("release"):
+            return Wait("waiting for MAAS to start the release", sid, int(status), 30)
+        if not wf.release_requested:
+            ctx.save_now(release_requested=True)
+        answer = maas.release(
+            sid,
+            erase=mode != "none",
+            secure_erase=mode == "secure",
+            quick_erase=mode == "quick",
+            comment=_comment(ctx, "release"),
+        )
+        ctx.event(
+            "maas.action",
+            f"release sent ({'no erase' if mode == 'none' else mode + ' erase'}): "
+            f"MAAS answered {answer.status_name}",
+            erase_mode=mode,
+            maas_status=answer.status_name,
+        )
+        return Wait("releasing", sid, int(answer.status), POLL)
+    return Fail("unexpected_state", f"machine is {machine.status_name} in MAAS; cannot release it")
+
+
+def _why(machine: Machine) -> str:
+    return machine.status_message or machine.error_description or machine.status_name
+
+
+def _released(ctx: StageContext, mode: str) -> Result:
+    erased = None if mode == "none" else True
+    if erased and ctx.wf.erased is not True:
+        # a resumed workflow that finally erased: the node leaves quarantine for draining
+        with ctx.locked():
+            node = Node.objects.select_for_update().get(pk=ctx.wf.node_id)
+            if node.state == NodeState.QUARANTINED:
+                node.drain()
+                node.save(update_fields=["state", "updated_at"])
+    how = "disks erased" if erased else "no erase (policy erase_mode none)"
+    if not ctx.sent("release") and ctx.wf.erased:
+        how = "disks were erased earlier in this workflow"
+    return Done(f"released: MAAS shows Ready; {how}", {"erased": erased or ctx.wf.erased})
+
+
+def _erase_failed(ctx: StageContext, machine: Machine, why: str) -> Result:
+    ctx.data["erase_failed"] = why
+    ctx.event(
+        "erase.failed",
+        f"disk erase failed: {why}",
+        system_id=machine.system_id,
+        maas_status=machine.status_name,
+    )
+    if not ctx.policy.release_fallback_allowed:
+        return Hold(
+            "erase_failed",
+            f"disk erase failed ({why}) and policy forbids the no-erase fallback: machine left "
+            f"{machine.status_name} in MAAS; disks NOT erased; node quarantined",
+            {"erased": False},
+        )
+    ctx.event("fallback.started", "policy allows the fallback: abort, mark-fixed, release")
+    return _fallback(ctx, machine)
+
+
+def _fallback(ctx: StageContext, machine: Machine) -> Result:
+    """Abort, mark-fixed (after mark-broken: MAAS marks only a Broken machine fixed), release
+    without erase; each step once, each in the timeline with MAAS's answer."""
+    maas, sid, steps = ctx.maas, machine.system_id, ctx.data.setdefault("fallback", [])
+    for _ in range(5):
+        status = machine.status
+        if "abort" not in steps:
+            steps.append("abort")
+            if status in ERASING:
+                machine = _step(
+                    ctx, "abort", lambda: maas.abort(sid, comment=_comment(ctx, "abort"))
+                )
+            else:
+                ctx.event("fallback.step", f"abort: nothing in flight (MAAS shows {status.label})")
+        elif status in ERASING:
+            return Wait("fallback: waiting for the erase to stop", sid, int(status), 30)
+        elif "mark_broken" not in steps and status != S.BROKEN and status in RELEASABLE:
+            steps.append("mark_broken")
+            machine = _step(
+                ctx,
+                "mark-broken (MAAS marks only a Broken machine fixed)",
+                lambda: maas.mark_broken(sid, comment=_comment(ctx, "erase failed")),
+            )
+        elif "mark_fixed" not in steps and status == S.BROKEN:
+            steps.append("mark_fixed")
+            machine = _step(
+                ctx, "mark-fixed", lambda: maas.mark_fixed(sid, comment=_comment(ctx, "fallback"))
+            )
+        elif "release" not in steps and (status in RELEASABLE or status == S.READY):
+            steps.append("release")
+            machine = _step(
+                ctx,
+                "release without erase",
+                lambda: maas.release(sid, erase=False, comment=_comment(ctx, "no-erase release")),
+            )
+        elif status == S.RELEASING:
+            return Wait("fallback: releasing without erase", sid, int(status), POLL)
+        elif status in (S.READY, S.NEW) and "release" in steps:
+            return Hold(
+                "erase_failed",
+                f"disk erase failed ({ctx.data['erase_failed']}); the fallback released the "
+                "machine without erase: disks NOT erased; node quarantined",
+                {"erased": False, "fallback_used": True},
+            )
+        else:
+            return Wait(f"fallback: waiting for MAAS ({status.label})", sid, int(status), 30)
+    return Wait(f"fallback: waiting for MAAS ({machine.status_name})", sid, int(machine.status), 30)
+
+
+def _step(ctx: StageContext, name: str, call: Callable[[], Machine]) -> Machine:
+    try:
+        answer = call()
+    except MaasError as exc:
+        ctx.event("fallback.step", f"{name}: MAAS refused: {exc.message}", error=exc.kind)
+        return _machine(ctx)
+    ctx.event(
+        "fallback.step",
+        f"{name}: MAAS answered {answer.status_name}",
+        maas_status=answer.status_name,
+    )
+    return answer
+
+
+# -- 4a. reimage: redeploy through the onboarding stages ------------------------------------------
+
+
+def redeploy(ctx: StageContext) -> Result:
+    """A child onboarding runs payload → deploy → hardware sync → enrollment → complete with
+    new tokens: the deploy logic exists once. A retry of this stage starts a new child."""
+    wf = ctx.wf
+    child = Onboarding.objects.filter(pk=wf.reimage_onboarding_id).first()
+    fresh = child is None or (
+        child.state in (W.FAILED, W.CANCELLED) and wf.attempt > (wf.reimage_attempt or 0)
+    )
+    if fresh:
+        child = _start_child(ctx)
+        ctx.event(
+            "reimage.started",
+            f"redeploying through onboarding {child.pk} (payload, deploy, enrollment, gates)",
+            onboarding_id=child.pk,
+        )
+        return Wait(f"redeploying through onboarding {child.pk}", check_in=60)
+    assert child is not None
+    if child.state == W.SUCCEEDED:
+        return Done(f"onboarding {child.pk} redeployed and enrolled the node")
+    if child.state == W.FAILED:
+        return Fail(
+            "reimage",
+            f"redeploy failed in onboarding {child.pk} at {child.stage}: {child.reason}",
+            {"onboarding_id": child.pk, "onboarding_failure_class": child.failure_class},
+        )
+    if child.state == W.CANCELLED:
+        return Fail("reimage", f"redeploy onboarding {child.pk} was cancelled")
+    return Wait(f"onboarding {child.pk} is {child.state} at {child.stage}", check_in=60)
+
+
+def _start_child(ctx: StageContext) -> Onboarding:
+    wf = ctx.wf
+    now = timezone.now()
+    with ctx.locked() as row:
+        node = Node.objects.select_for_update().get(pk=wf.node_id)
+        if node.state != NodeState.PROVISIONING:
+            node.start_provisioning()
+            node.save(update_fields=["state", "updated_at"])
+        child = Onboarding.objects.create(
+            site=wf.site,
+            profile=wf.profile,
+            sku=node.sku,
+            node=node,
+            hostname=wf.hostname,
+            ipmi_ip=node.ipmi_ip or "",
+            maas_system_id=wf.maas_system_id,
+            state=W.RUNNING,  # the decommission already holds an admission slot
+            stage="payload",
+            checkpoint="storage_pxe",
+            dispatch=1,
+            started_at=now,
+            correlation_id=wf.correlation_id,
+            parent_kind="decommission",
+            parent_id=wf.pk,
+        )
+        OnboardingEvent.objects.create(
+            onboarding=child,
+            kind="workflow.created",
+            stage="payload",
+            message=f"reimage of decommission {wf.pk}: redeploy with new tokens",
+        )
+        row.reimage_onboarding = child
+        row.reimage_attempt = wf.attempt
+        row.save(update_fields=["reimage_onboarding", "reimage_attempt", "updated_at"])
+        engine.enqueue("onboarding", child.pk, 1)
+    wf.reimage_onboarding_id, wf.reimage_attempt = child.pk, wf.attempt
+    return child
+
+
+# -- 4b. full: remove from MAAS -------------------------------------------------------------------
+
+
+def retire(ctx: StageContext) -> Result:
+    wf = ctx.wf
+    if not ctx.policy.delete_machine_on_full_decommission:
+        return Done("machine left Ready in MAAS (policy keeps it)")
+    try:
+        ctx.maas.delete_machine(wf.maas_system_id)
+    except MaasNotFound:
+        return Done("machine already gone from MAAS", {"machine_deleted": True})
+    ctx.event("maas.action", f"deleted machine {wf.maas_system_id} from MAAS")
+    return Done("machine deleted from MAAS", {"machine_deleted": True})
+
+
+# -- 5. complete ----------------------------------------------------------------------------------
+
+
+def complete(ctx: StageContext) -> Result:
+    wf = ctx.wf
+    if wf.mode == Mode.STORAGE_CLEANUP and wf.erased is not True:
+        return Hold("not_erased", "storage cleanup ended without a confirmed erase; quarantined")
+    erased = {True: "disks erased", None: "no erase (policy)", False: "disks NOT erased"}
+    return Done(f"{wf.mode} complete; {erased[wf.erased]}")
+
+
+# -- operator-driven: restart-clean's reset and cancel --------------------------------------------
+
+
+def reset(ctx: StageContext) -> Result:
+    """Stop what MAAS is doing for us; the next attempt erases again from the top."""
+    wf = ctx.wf
+    _cancel_child(wf, f"restart-clean of decommission {wf.pk}")
+    try:
+        machine = _machine(ctx)
+    except MaasNotFound:
+        return Fail("not_in_maas", f"machine {wf.maas_system_id} is gone from MAAS")
+    if machine.status in (S.DISK_ERASING, S.DEPLOYING) and not ctx.sent("abort"):
+        ctx.maas.abort(machine.system_id, comment=_comment(ctx, "restart-clean"))
+        ctx.event("maas.action", f"aborted {machine.status_name}")
+    return Done(
+        "reset: the next attempt starts from preflight",
+        {"erased": None, "fallback_used": False, "release_requested": False},
+    )
+
+
+def cancel(ctx: StageContext) -> Result:
+    wf = ctx.wf
+    _cancel_child(wf, f"decommission {wf.pk} cancelled")
+    if not wf.maas_system_id:
+        return Done("cancelled before MAAS was touched")
+    machine = _machine(ctx)
+    _observe(ctx, machine)
+    if machine.status in (S.DISK_ERASING, S.DEPLOYING) and not ctx.sent("abort"):
+        ctx.maas.abort(machine.system_id, comment=_comment(ctx, "cancel"))
+        ctx.event("maas.action", f"aborted {machine.status_name}")
+    return Done(f"cancelled; MAAS shows {machine.status_name}")
+
+
+def _cancel_child(wf: Decommission, reason: str) -> None:
+    if wf.reimage_onboarding_id is None:
+        return
+    child = Onboarding.objects.filter(pk=wf.reimage_onboarding_id).first()
+    if child is not None and child.state in verbs.VERBS["cancel"].sources:
+        verbs.apply(engine.KINDS["onboarding"], child.pk, "cancel", actor=None, reason=reason)
+
+
+def adopt_stage(wf: Decommission) -> tuple[str, dict[str, Any]]:
+    """Read MAAS now and name the stage that matches (for the adopt verb)."""
+    client = client_for_site(wf.site)
+    try:
+        machine = client.get_machine(wf.maas_system_id)
+    except MaasNotFound:
+        if wf.mode == Mode.FULL:
+            return "complete", {"maas_status": "missing", "adopted_stage": "complete"}
+        raise Conflict(
+            "cannot adopt: the machine is gone from MAAS", current_state=wf.state
+        ) from None
+    finally:
+        client.close()
+    if machine.status == S.READY and (wf.erased or wf.erase_mode == "none"):
+        stage = {Mode.REIMAGE: "redeploy", Mode.FULL: "retire"}.get(wf.mode, "complete")
+    elif machine.status == S.DEPLOYED and wf.mode == Mode.REIMAGE and wf.reimage_onboarding_id:
+        stage = "redeploy"
+    elif machine.status in RELEASABLE or machine.status in (
+        S.READY,
+        S.RELEASING,
+        S.DISK_ERASING,
+    ):
+        stage = "release"
+    else:
+        raise Conflict(
+            f"cannot adopt: MAAS shows {machine.status_name}; fix it in MAAS, or restart-clean",
+            current_state=wf.state,
+            maas_status=machine.status_name,
+        )
+    return stage, {"maas_status": machine.status_name, "adopted_stage": stage}
+
+
+def _mode(*modes: str) -> Callable[[Any], bool]:
+    return lambda wf: wf.mode in modes
+
+
+STAGES = [
+    Stage(
+        "preflight",
+        preflight,
+        ["GET machine (or GET machines/?hostname=)"],
+    ),
+    Stage("drain", drain, []),
+    Stage(
+        "release",
+        release,
+        [
+            "GET machine",
+            "POST machines/ op=allocate (only if Ready and an erase is required)",
+            "POST op=release with the policy's erase mode",
+            "on a failed erase (policy permitting): POST op=abort, op=mark_broken, op=mark_fixed, "
+            "op=release erase=false",
+        ],
+    ),
+    Stage(
+        "redeploy",
+        redeploy,
+        ["a child onboarding: payload, POST op=deploy, enrollment, completion gates"],
+        applies=_mode(Mode.REIMAGE),
+    ),
+    Stage(
+        "retire",
+        retire,
+        ["DELETE machine (unless policy keeps it)"],
+        applies=_mode(Mode.FULL),
+    ),
+    Stage("complete", complete, []),
+]
+RESET = Stage("reset", reset, ["GET machine", "POST op=abort (if erasing or deploying)"])
+CANCEL = Stage("cancel", cancel, ["GET machine", "POST op=abort (if erasing or deploying)"])

@@ -1,0 +1,21 @@
+"""Decommission routes under /api/v1/admin/ (a trailing slash is optional)."""
+
+from django.urls import re_path
+
+from decommission import api
+from maas_domain.workflow.verbs import VERBS as VERB_NAMES
+
+decommissions = api.DecommissionViewSet.as_view({"get": "list"})
+decommission = api.DecommissionViewSet.as_view({"get": "retrieve"})
+verb = api.DecommissionViewSet.as_view({"post": "verb"})
+start = api.DecommissionViewSet.as_view({"post": "start"})
+cleanup = api.DecommissionViewSet.as_view({"post": "storage_cleanup"})
+VERBS = "(?P<verb>" + "|".join(VERB_NAMES) + ")"
+
+admin_urlpatterns = [
+    re_path(r"^decommissions/?$", decommissions, name="decommission-list"),
+    re_path(r"^decommissions/(?P<pk>[0-9]+)/?$", decommission, name="decommission-detail"),
+    re_path(rf"^decommissions/(?P<pk>[0-9]+)/{VERBS}/?$", verb, name="decommission-verb"),
+    re_path(r"^nodes/(?P<node_pk>[0-9]+)/decommission/?$", start, name="node-decommission"),
+    re_path(r"^nodes/(?P<node_pk>[0-9]+)/storage-cleanup/?$", cleanup, name="node-storage-cleanup"),
+]

@@ -1,0 +1,102 @@
+"""The decommission workflow as the engine sees it: stages, policy, node moves on each outcome."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maas_domain.models import Node, NodeState
+from maas_domain.policy import Policy
+from maas_domain.workflow import engine
+
+from .models import Decommission, DecommissionEvent, Mode
+from .stages import CANCEL, RESET, STAGES
+
+
+def add_event(
+    wf: Decommission, kind: str, message: str, *, stage: str = "", actor: str = "", **data: Any
+) -> None:
+    DecommissionEvent.objects.create(
+        decommission=wf,
+        kind=kind,
+        stage=stage or wf.stage,
+        attempt=wf.attempt,
+        message=message[:1000],
+        data=data,
+        actor_name=actor,
+    )
+
+
+def _policy(wf: Decommission) -> Policy:
+    return wf.profile.effective_policy() if wf.profile else wf.site.effective_policy()
+
+
+def _node(wf: Decommission) -> Node:
+    return Node.objects.select_for_update().get(pk=wf.node_id)
+
+
+def _on_success(wf: Decommission) -> None:
+    """full: the node row retires (its history stays); storage cleanup: back to the pool state
+    it had, now that its disks are erased; reimage: the child onboarding activated it."""
+    node = _node(wf)
+    if wf.mode == Mode.FULL and node.state != NodeState.RETIRED:
+        node.retire()
+    elif wf.mode == Mode.STORAGE_CLEANUP and node.state == NodeState.DRAINING:
+        if wf.prior_node_state == NodeState.QUARANTINED:
+            node.quarantine()
+        else:
+            node.return_to_pool()
+    node.save()
+
+
+def _quarantine(wf: Decommission) -> None:
+    """Disks not (known to be) erased: the node is not returned to any pool."""
+    node = _node(wf)
+    if node.state in (NodeState.DRAINING, NodeState.ACTIVE, NodeState.PROVISIONING):
+        node.quarantine()
+        node.save()
+        add_event(wf, "node.quarantined", f"node {node.hostname} quarantined: {wf.reason}")
+
+
+def _on_cancelled(wf: Decommission) -> None:
+    """Before any release the node goes back to where it was; after one, to quarantine."""
+    if wf.release_requested:
+        _quarantine(wf)
+        return
+    node = _node(wf)
+    if node.state == NodeState.DRAINING and wf.prior_node_state == NodeState.ACTIVE:
+        node.return_to_pool()
+        node.save()
+    elif node.state == NodeState.DRAINING:
+        node.quarantine()
+        node.save()
+
+
+def _log_fields(wf: Decommission) -> dict[str, Any]:
+    return {
+        "site_id": wf.site_id,
+        "decommission_id": wf.pk,
+        "node_id": wf.node_id,
+        "maas_system_id": wf.maas_system_id or None,
+        "hostname": wf.hostname,
+    }
+
+
+def _family(wf: Decommission) -> set[tuple[str, int]]:
+    return {("onboarding", wf.reimage_onboarding_id)} if wf.reimage_onboarding_id else set()
+
+
+KIND = engine.WorkflowKind(
+    name="decommission",
+    model=Decommission,
+    stages=STAGES,
+    add_event=add_event,
+    policy=_policy,
+    on_success=_on_success,
+    on_hold=_quarantine,
+    on_cancelled=_on_cancelled,
+    select_related=("site", "profile__site", "node"),
+    reset=RESET,
+    cancel=CANCEL,
+    log_fields=_log_fields,
+    family=_family,
+)

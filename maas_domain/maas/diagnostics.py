@@ -1,0 +1,62 @@
+"""Diagnostics fetched through the control plane (never through host SSH): MAAS machine events,
+status message, installation output and commissioning results for one workflow's machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maas_domain.maas.errors import MaasError
+from maas_domain.maas.factory import client_for_site
+from maas_domain.secrets import SecretsError
+
+
+def machine_diagnostics(site: Any, system_id: str, *, events: int = 25) -> dict[str, Any]:
+    if not system_id:
+        return {"available": False, "detail": "no MAAS machine yet"}
+    try:
+        client = client_for_site(site, read_attempts=1, read_timeout=10)
+    except SecretsError as exc:
+        return {"available": False, "detail": f"secrets backend: {exc}"}
+    try:
+        machine = client.get_machine(system_id)
+        page = client.events(system_ids=[system_id], level="DEBUG", limit=events)
+        commissioning = client.script_results(
+            system_id, result_type="commissioning", include_output=True
+        )
+        try:
+            install = client.installation_output(system_id)
+        except MaasError:
+            install = ""
+    except MaasError as exc:
+        return {"available": False, "detail": f"MAAS {exc.kind}: {exc.message}"}
+    finally:
+        client.close()
+    return {
+        "available": True,
+        "system_id": system_id,
+        "status": machine.status_name,
+        "status_message": machine.status_message,
+        "error_description": machine.error_description,
+        "power_state": machine.power_state,
+        "events": [
+            {
+                "id": e.id,
+                "created": e.created.isoformat(),
+                "level": e.level,
+                "type": e.type,
+                "description": e.description,
+            }
+            for e in page.events
+        ],
+        "installation_output": install[-20000:],
+        "commissioning_results": [
+            {
+                "name": r.name,
+                "status": r.status_name,
+                "exit_status": r.exit_status,
+                "output": r.output[-4000:],
+            }
+            for s in commissioning[-1:]
+            for r in s.results
+        ],
+    }
