@@ -146,7 +146,7 @@ def release(ctx: StageContext) -> Result:
         return Wait("releasing", sid, int(status), POLL)
     if status == S.FAILED_DISK_ERASING:
         return _erase_failed(ctx, machine, machine.status_message or machine.status_name)
-    if status == S.FAILED_RELEASING:
+    if status == S.FAILED_RELEASING and ctx.sent("release"):
         return Fail("release_failed", f"MAAS could not release the machine: {_why(machine)}")
     if status == S.READY and (ctx.sent("release") or mode == "none" or wf.erased):
         return _released(ctx, mode)
