@@ -260,9 +260,7 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
     # everything the operator did is in the audit log under their name
     page.goto(f"{base}/admin/maas_domain/auditlog/?actor_name=operator")
     shot(page, "audit")
-    actions = set(
-        AuditLog.objects.filter(actor_name="operator").values_list("action", flat=True)
-    )
+    actions = set(AuditLog.objects.filter(actor_name="operator").values_list("action", flat=True))
     assert {
         "maas_site.create",
         "maas_site.credentials.write",

@@ -109,7 +109,13 @@ def test_probe_now_button_runs_the_probe_and_shows_each_check(ops: Any, sim: Sim
 
 
 def test_sku_edits_are_audited(ops: Any) -> None:
-    body = {"code": "h100x8", "name": "8x H100", "gpu_model": "H100", "gpu_count": 8, "active": "on"}
+    body = {
+        "code": "h100x8",
+        "name": "8x H100",
+        "gpu_model": "H100",
+        "gpu_count": 8,
+        "active": "on",
+    }
     assert ops.post("/admin/maas_domain/sku/add/", body).status_code == 302
     sku = Sku.objects.get(code="h100x8")
     ops.post(f"/admin/maas_domain/sku/{sku.pk}/change/", {**body, "gpu_count": 4})
@@ -182,7 +188,9 @@ def test_domain_lists_use_constant_queries(
     for i in range(110):
         make_node(sites[i % 3])
         site_credentials_write(
-            actor=admin_user, site=sites[i % 3], payload={"ipmi": {"username": "u", "password": "p"}}
+            actor=admin_user,
+            site=sites[i % 3],
+            payload={"ipmi": {"username": "u", "password": "p"}},
         ) if i < 2 else None
     for i in range(110):
         make_site(name=f"extra-{i}")
