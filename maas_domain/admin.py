@@ -16,6 +16,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import Count, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -160,11 +161,18 @@ class PolicyFormMixin(forms.ModelForm):
         return data
 
 
+def _url_field(field: Any, **kwargs: Any) -> Any:
+    if isinstance(field, models.URLField):
+        kwargs.setdefault("assume_scheme", "http")  # MAAS region URLs are usually plain http
+    return field.formfield(**kwargs)
+
+
 class SiteForm(PolicyFormMixin):
     pxe_subnet = forms.CharField(required=False, validators=[_checked(ipv4_subnet_error)])
 
     class Meta:
         model = MaasSite
+        formfield_callback = _url_field
         fields = [
             "name",
             "description",
@@ -184,6 +192,7 @@ class SiteForm(PolicyFormMixin):
 @admin.register(MaasSite)
 class MaasSiteAdmin(ServiceBackedAdmin):
     form = SiteForm
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
     list_display = [
         "name",
         "status",

@@ -15,6 +15,7 @@ A new kind needs a subclass with ``kind_name`` (and optionally ``adopt``, ``diag
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -30,7 +31,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from maas_domain.errors import DomainError
+from maas_domain.errors import Conflict, DomainError
 from maas_domain.workflow import engine, verbs
 from maas_domain.workflow.models import WorkflowState
 
@@ -60,6 +61,22 @@ VERB_HELP = {
     "resumes, adopts, reruns or restart-cleans it.",
 }
 MAX_BULK = 500
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A kind-specific operator action beyond the seven verbs (e.g. decommission's
+    force-release): offered when ``allowed(wf)``, run by ``run(request, wf, reason)`` which must
+    call the kind's service (audited there) and return the workflow row."""
+
+    name: str
+    run: Callable[[HttpRequest, Any, str], Any]
+    allowed: Callable[[Any], bool]
+    destructive: bool = True
+    help: str = ""
+    maas_calls: tuple[str, ...] = ()
+
+
 TIMELINE_LIMIT = 1000
 
 
@@ -198,6 +215,8 @@ class WorkflowAdmin(admin.ModelAdmin):
     )
     extra_list_display: ClassVar[tuple[str, ...]] = ()
     destructive_verbs: ClassVar[frozenset[str]] = DESTRUCTIVE_VERBS
+    # Kind-specific actions offered next to the verbs (buttons, bulk actions, confirmation).
+    operations: ClassVar[tuple[Operation, ...]] = ()
     # A start page (the admin's "add"): a form whose valid data ``start`` turns into a row.
     start_form: ClassVar[type[forms.Form] | None] = None
 
@@ -221,7 +240,35 @@ class WorkflowAdmin(admin.ModelAdmin):
         raise NotImplementedError
 
     def is_destructive(self, wf: Any, verb: str) -> bool:
-        return verb in self.destructive_verbs
+        op = self._operation(verb)
+        return op.destructive if op is not None else verb in self.destructive_verbs
+
+    def _operation(self, name: str) -> Operation | None:
+        return next((op for op in self.operations if op.name == name), None)
+
+    def offered(self, wf: Any) -> list[str]:
+        """Verbs and operations allowed in the row's current state (nothing else is shown)."""
+        return verbs.allowed_verbs(wf) + [op.name for op in self.operations if op.allowed(wf)]
+
+    def _run(self, request: HttpRequest, wf: Any, name: str, reason: str) -> Any:
+        op = self._operation(name)
+        if op is None:
+            return self.apply_verb(request, wf.pk, name, reason)["workflow"]
+        return op.run(request, wf, reason)
+
+    def _preview(self, request: HttpRequest, wf: Any, name: str) -> dict[str, Any]:
+        """The dry-run plan of a verb, or an operation's declared MAAS calls."""
+        op = self._operation(name)
+        if op is None:
+            return verbs.apply(self.kind, wf.pk, name, actor=request.user, dry_run=True)
+        if not op.allowed(wf):
+            raise Conflict(f"{name} is not allowed while the workflow is {wf.state}.")
+        return {
+            "from_stage": wf.stage,
+            "attempt": wf.attempt,
+            "maas_calls": list(op.maas_calls),
+            "preconditions": [f"state is {wf.state}"],
+        }
 
     def apply_verb(self, request: HttpRequest, pk: int, verb: str, reason: str) -> Any:
         """The one call: the same service the API's verb endpoint uses."""
@@ -288,6 +335,9 @@ class WorkflowAdmin(admin.ModelAdmin):
                 continue
             func = self._bulk_action(name)
             actions[func.__name__] = (func, func.__name__, f"{name} selected {self.kind_name}s")
+        for op in self.operations:
+            func = self._bulk_action(op.name)
+            actions[func.__name__] = (func, func.__name__, f"{op.name} selected {self.kind_name}s")
         return actions
 
     def _bulk_action(self, verb: str) -> Callable[..., Any]:
@@ -311,11 +361,11 @@ class WorkflowAdmin(admin.ModelAdmin):
             reason = form.cleaned_data["reason"]
         done, skipped, failed = [], [], []
         for wf in rows:
-            if verb not in verbs.allowed_verbs(wf):
+            if verb not in self.offered(wf):
                 skipped.append(f"{wf.pk} ({wf.state})")
                 continue
             try:
-                self.apply_verb(request, wf.pk, verb, reason)
+                self._run(request, wf, verb, reason)
             except DomainError as exc:
                 failed.append(f"{wf.pk}: {exc.message}")
             else:
@@ -333,6 +383,10 @@ class WorkflowAdmin(admin.ModelAdmin):
         return None
 
     # -- pages ----------------------------------------------------------------------------------
+
+    def _help(self, name: str) -> str:
+        op = self._operation(name)
+        return op.help if op is not None else VERB_HELP.get(name, "")
 
     def get_urls(self) -> list[URLPattern]:
         info = self.model._meta.app_label, self.model._meta.model_name
@@ -411,10 +465,10 @@ class WorkflowAdmin(admin.ModelAdmin):
                 {
                     "name": v,
                     "destructive": self.is_destructive(wf, v),
-                    "help": VERB_HELP.get(v, ""),
+                    "help": self._help(v),
                     "url": self._url("verb", wf.pk, v),
                 }
-                for v in verbs.allowed_verbs(wf)
+                for v in self.offered(wf)
             ]
             if can_act
             else [],
@@ -440,7 +494,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         wf = self._load(request, pk)
         if not self.has_change_permission(request, wf):
             raise PermissionDenied
-        if verb not in verbs.VERBS:
+        if verb not in verbs.VERBS and self._operation(verb) is None:
             raise Http404(f"No verb {verb!r}.")
         back = self._url("change", wf.pk)
         destructive = self.is_destructive(wf, verb)
@@ -455,11 +509,12 @@ class WorkflowAdmin(admin.ModelAdmin):
                 return self._confirm_page(request, [wf], verb, form, status=400)
             reason = form.cleaned_data["reason"]
         try:
-            result = self.apply_verb(request, wf.pk, verb, reason)
+            if verb not in verbs.VERBS and verb not in self.offered(wf):
+                raise Conflict(f"{verb} is not allowed while the workflow is {wf.state}.")
+            after = self._run(request, wf, verb, reason)
         except DomainError as exc:
             self.message_user(request, f"{verb} refused: {exc.message}", messages.ERROR)
         else:
-            after = result["workflow"]
             self.message_user(
                 request,
                 f"{verb} applied by {request.user.get_username()}: now {after.state} at "
@@ -481,7 +536,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         plans = []
         for wf in rows:
             try:
-                plan = verbs.apply(self.kind, wf.pk, verb, actor=request.user, dry_run=True)
+                plan = self._preview(request, wf, verb)
                 plans.append({"wf": wf, "plan": plan, "refused": ""})
             except DomainError as exc:
                 plans.append({"wf": wf, "plan": None, "refused": exc.message})
@@ -496,7 +551,7 @@ class WorkflowAdmin(admin.ModelAdmin):
             "title": f"Confirm {verb}",
             "subtitle": None,
             "verb": verb,
-            "verb_help": VERB_HELP.get(verb, ""),
+            "verb_help": self._help(verb),
             "plans": plans,
             "form": form,
             "bulk": bulk,

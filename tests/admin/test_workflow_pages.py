@@ -194,7 +194,7 @@ def test_list_query_count_does_not_grow_with_page_size(ops: Any, path: str) -> N
             failure_class="curtin",
             reason="r",
         )
-    for i in range(110):
+    for _ in range(110):
         OnboardingBatch.objects.create(
             site=site, profile=profile, sku=sku, size=1, created_by="x", correlation_id="c"
         )
@@ -264,3 +264,40 @@ def test_diagnostics_fragment_without_a_machine(ops: Any) -> None:
     wf = failed_onboarding()
     html = ops.get(f"{LIST}{wf.pk}/diagnostics/").content.decode()
     assert "Diagnostics unavailable: no MAAS machine yet" in html
+
+
+def test_kind_specific_operation_is_offered_confirmed_and_run(ops: Any, monkeypatch: Any) -> None:
+    """How decommission's force-release plugs in: an Operation on the kind's admin."""
+    from django.db import transaction
+
+    from maas_domain import audit
+    from maas_domain.workflow.admin import Operation
+    from onboarding.admin import OnboardingAdmin
+
+    calls: list[tuple[int, str, str]] = []
+
+    def force_release(request: Any, wf: Any, reason: str) -> Any:  # stands in for a service
+        with transaction.atomic():
+            calls.append((wf.pk, request.user.get_username(), reason))
+            audit.record(actor=request.user, action="x.force_release", target=wf, reason=reason)
+        return wf
+
+    op = Operation(
+        "force-release",
+        run=force_release,
+        allowed=lambda wf: wf.state == "failed",
+        help="Release the allocation without draining.",
+        maas_calls=("POST op=release (force)",),
+    )
+    monkeypatch.setattr(OnboardingAdmin, "operations", (op,))
+    wf = failed_onboarding()
+    done = make_onboarding(wf.site, state="succeeded", stage="complete")
+    assert 'data-verb="force-release"' in ops.get(f"{LIST}{wf.pk}/change/").content.decode()
+    assert 'data-verb="force-release"' not in ops.get(f"{LIST}{done.pk}/change/").content.decode()
+    confirm = ops.get(f"{LIST}{wf.pk}/verb/force-release/").content.decode()
+    assert "POST op=release (force)" in confirm and "Release the allocation" in confirm
+    assert ops.post(f"{LIST}{wf.pk}/verb/force-release/", {"reason": "r"}).status_code == 400
+    ops.post(f"{LIST}{wf.pk}/verb/force-release/", {"reason": "stuck lease", "confirmed": "yes"})
+    ops.post(f"{LIST}{done.pk}/verb/force-release/", {"reason": "no", "confirmed": "yes"})
+    assert calls == [(wf.pk, "ops-admin", "stuck lease")]
+    assert 'value="verb_force_release"' in ops.get(LIST).content.decode()
