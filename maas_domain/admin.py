@@ -64,6 +64,7 @@ def health_badge(health: str) -> SafeString:
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER  # audit log and nodes grow large: no facet counts
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -82,7 +82,8 @@ TIMELINE_LIMIT = 1000
 
 def state_badge(state: str, label: str = "") -> SafeString:
     return format_html(
-        '<span class="wf-badge wf-badge-{}" style="background:{}">{}</span>',
+        '<span class="wf-badge wf-badge-{}" style="background:{};color:#fff;border-radius:4px;'
+        'padding:2px 8px;font-weight:600;white-space:nowrap">{}</span>',
         state,
         STATE_COLOURS.get(state, "#6c757d"),
         (label or state).replace("_", " "),
@@ -226,8 +227,10 @@ class WorkflowAdmin(admin.ModelAdmin):
     ordering = ["-id"]
     sortable_by = ["id", "hostname", "state", "age"]
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER  # facet counts would scan 100,000s of rows
     list_per_page = 50
     list_max_show_all = 500
+    change_list_template = "admin/workflow/change_list.html"
     actions: Any = []
 
     # -- the kind -------------------------------------------------------------------------------
