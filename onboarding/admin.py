@@ -1,0 +1,188 @@
+"""Operators' pages for onboardings and batches (the generic workflow pages, plus a start form
+and the batch progress page)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from maas_domain.models import MaasSite, SiteProfile, Sku
+from maas_domain.models.sites import ProfileStatus, SiteStatus
+from maas_domain.validators import hostname_error, ipv4_error
+from maas_domain.workflow.admin import STATE_COLOURS, WorkflowAdmin, state_badge
+from maas_domain.workflow.models import WorkflowState
+from onboarding import services
+from onboarding.api import batch_summary
+from onboarding.diagnostics import machine_diagnostics
+from onboarding.models import Onboarding, OnboardingBatch
+from onboarding.stages import adopt_stage
+
+
+def _checked(check: Any) -> Any:
+    def run(value: Any) -> None:
+        if reason := check(value):
+            raise forms.ValidationError(reason)
+
+    return run
+
+
+class ProfileChoice(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.site.name} / {obj.name} ({obj.distro_series}, {obj.architecture})"
+
+
+class OnboardingStartForm(forms.Form):
+    site = forms.ModelChoiceField(queryset=MaasSite.objects.filter(status=SiteStatus.ACTIVE))
+    profile = ProfileChoice(
+        queryset=SiteProfile.objects.filter(status=ProfileStatus.ACTIVE).select_related("site")
+    )
+    sku = forms.ModelChoiceField(queryset=Sku.objects.filter(active=True), label="SKU")
+    hostname = forms.CharField(max_length=63, validators=[_checked(hostname_error)])
+    ipmi_ip = forms.CharField(
+        max_length=15, label="IPMI address", validators=[_checked(ipv4_error)]
+    )
+    confirm_host = forms.CharField(
+        max_length=63,
+        required=False,
+        help_text="Guarded sites only: repeat the hostname to confirm this live run.",
+    )
+
+
+@admin.register(Onboarding)
+class OnboardingAdmin(WorkflowAdmin):
+    kind_name = "onboarding"
+    adopt = staticmethod(adopt_stage)
+    diagnostics = staticmethod(lambda wf: machine_diagnostics(wf.site, wf.maas_system_id))
+    version_fields = ("site_bundle_version", "agent_bootstrap_version")
+    summary_fields = (
+        *WorkflowAdmin.summary_fields[:2],
+        "profile",
+        "sku",
+        "ipmi_ip",
+        "node",
+        "batch",
+        *WorkflowAdmin.summary_fields[2:],
+        "created_machine",
+        "enrolled_at",
+        "completed_at",
+    )
+    start_form = OnboardingStartForm
+    form_field_map = {"site_id": "site", "profile_id": "profile", "sku_id": "sku"}
+
+    def start(self, request: HttpRequest, data: dict[str, Any]) -> Onboarding:
+        return services.onboarding_start(
+            actor=request.user,
+            site_id=data["site"].pk,
+            profile_id=data["profile"].pk,
+            sku_id=data["sku"].pk,
+            hostname=data["hostname"],
+            ipmi_ip=data["ipmi_ip"],
+            confirm_host=data["confirm_host"] or None,
+        )
+
+
+_COUNTED = (
+    WorkflowState.SUCCEEDED,
+    WorkflowState.FAILED,
+    WorkflowState.PENDING,
+    WorkflowState.MANUAL_INTERVENTION,
+)
+
+
+@admin.register(OnboardingBatch)
+class OnboardingBatchAdmin(admin.ModelAdmin):
+    list_display = ["id", "site", "size", "progress", "created_by", "created_at"]
+    list_filter = ["site"]
+    search_fields = ["=id", "created_by", "=correlation_id"]
+    list_select_related = ["site"]
+    show_full_result_count = False
+    ordering = ["-id"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[OnboardingBatch]:
+        # Counts per state in the list query itself: no query per row.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                **{
+                    f"n_{state}": Count("onboardings", filter=Q(onboardings__state=state))
+                    for state in _COUNTED
+                }
+            )
+        )
+
+    @admin.display(description="progress")
+    def progress(self, batch: Any) -> SafeString:
+        done, failed = batch.n_succeeded, batch.n_failed
+        queued, manual = batch.n_pending, batch.n_manual_intervention
+        active = batch.size - done - failed - queued - manual
+        return format_html(
+            "{} succeeded, {} failed, {} in progress, {} queued{}",
+            done,
+            failed,
+            max(active, 0),
+            queued,
+            f", {manual} need an operator" if manual else "",
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The batch page: counts per state, a progress bar, the failed nodes with reasons."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        batch = OnboardingBatch.objects.select_related("site", "profile", "sku").filter(
+            pk=object_id if str(object_id).isdigit() else 0
+        )
+        found = batch.first()
+        if found is None:
+            raise Http404("No such batch.")
+        summary = batch_summary(found)
+        counts = summary["counts"]
+        order = [s for s in WorkflowState.ALL if counts.get(s)]
+        bars = [
+            (s, counts[s], STATE_COLOURS.get(s, "#999"), 100.0 * counts[s] / max(found.size, 1))
+            for s in order
+        ]
+        onboardings = reverse("admin:onboarding_onboarding_changelist")
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": opts,
+            "app_label": opts.app_label,
+            "title": f"Batch {found.pk}: {found.size} nodes on {found.site.name}",
+            "subtitle": None,
+            "batch": found,
+            "summary": summary,
+            "counts": [(s, counts[s], state_badge(s)) for s in order],
+            "bars": bars,
+            "failed": [
+                {**row, "url": reverse("admin:onboarding_onboarding_change", args=[row["id"]])}
+                for row in summary["failed"]
+            ],
+            "all_url": f"{onboardings}?batch__id__exact={found.pk}",
+            "failed_url": f"{onboardings}?batch__id__exact={found.pk}&state__exact=failed",
+        }
+        return TemplateResponse(request, "admin/onboarding/batch_detail.html", context)
