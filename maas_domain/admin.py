@@ -27,6 +27,7 @@ from django.utils.safestring import SafeString
 
 from maas_domain.errors import DomainError, InvalidInput
 from maas_domain.models import (
+    Allocation,
     ApiToken,
     AuditLog,
     MaasSite,
@@ -588,6 +589,15 @@ class NodeAdmin(ReadOnlyAdmin):
     @admin.display(description="updated", ordering="updated_at")
     def updated(self, node: Node) -> str:
         return f"{humanize_age(timezone.now() - node.updated_at)} ago"
+
+
+@admin.register(Allocation)
+class AllocationAdmin(ReadOnlyAdmin):
+    list_display = ["id", "node", "holder", "state", "created_at", "released_at", "released_by"]
+    list_filter = ["state"]
+    search_fields = ["holder", "node__hostname"]
+    list_select_related = ["node"]
+    show_full_result_count = False
 
 
 @admin.register(AuditLog)
