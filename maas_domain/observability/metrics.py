@@ -130,9 +130,14 @@ def sample_names() -> set[str]:
 _STAGE_END = {"Done": "succeeded", "Fail": "failed"}
 
 
-def stage_recorded(kind: str, wf: Any, result: Any, now: datetime) -> None:
-    """Called by ``engine.record`` with the final result of one step, inside its transaction;
-    counted when that transaction commits (a rolled-back result did not happen)."""
+def stage_recorded(
+    kind: str, wf: Any, result: Any, now: datetime, stage_events: Iterable[Any] = ()
+) -> None:
+    """Called by ``engine.record`` with the final result of one step and the timeline events the
+    stage added, inside its transaction; counted when that transaction commits (a rolled-back
+    result did not happen). Retries are the engine's (a ``Retry`` result) and a stage's own
+    (a ``retry.decision`` event that goes on, e.g. release and redeploy after a datasource
+    failure)."""
     from django.db import transaction
 
     stage = str(wf.stage)
@@ -143,15 +148,20 @@ def stage_recorded(kind: str, wf: Any, result: Any, now: datetime) -> None:
         outcome = {"Done": "cancelled", "Fail": "manual_intervention"}.get(name)
     else:
         outcome = _STAGE_END.get(name)
-    classification = getattr(result, "classification", "") if name == "Retry" else ""
+    retries = [getattr(result, "classification", "")] if name == "Retry" else []
+    retries += [
+        str(data.get("classification") or "unclassified")
+        for event_kind, _, data in stage_events
+        if event_kind == "retry.decision" and data.get("retry", True)
+    ]
     failure_class = getattr(result, "failure_class", "") if not cancelling else ""
 
     def count() -> None:
         if outcome and started is not None:
             seconds = max((now - started).total_seconds(), 0.0)
             STAGE_DURATION.labels(kind, stage, outcome).observe(seconds)
-        if classification:
-            RETRIES.labels(kind, stage, classification).inc()
+        for classification in retries:
+            RETRIES.labels(kind, stage, classification or "unclassified").inc()
         if failure_class:
             FAILURES.labels(kind, stage, failure_class).inc()
 

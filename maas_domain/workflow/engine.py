@@ -282,7 +282,7 @@ def record(kind: WorkflowKind, ctx: StageContext, result: Result) -> None:
                 result.classification,
                 f"gave up after {wf.stage_tries + 1} tries: {result.message}",
             )
-        metrics.stage_recorded(kind.name, wf, result, now)
+        metrics.stage_recorded(kind.name, wf, result, now, ctx.events)
         if wf.state == W.CANCELLING:
             _cancel_finished(kind, wf, result, now)
         elif isinstance(result, Done):

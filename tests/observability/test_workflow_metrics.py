@@ -68,3 +68,22 @@ def test_an_onboarding_moves_workflow_stage_retry_and_maas_metrics(
     assert delta("maascp_maas_requests_total", **commission, outcome="transient", code="503") == 1
     assert delta("maascp_maas_request_duration_seconds_count", operation="commission") == 2
     assert delta("maascp_maas_requests_total", site="flow-site", operation="deploy") == 1
+
+
+def test_a_stage_retry_decision_is_counted_by_its_classification(
+    flow: Flow, node_side: NodeSide
+) -> None:
+    """The deploy stage's own retry (datasource failure: release and redeploy) counts too."""
+    from tests.observability.scrape import local
+
+    flow.sim.add(
+        hostname="c07u62",
+        status="ready",
+        power_address="10.10.7.62",
+        faults={"deploy_datasource_failure": [1]},
+    )
+    labels = {"kind": "onboarding", "stage": "deploy", "classification": "datasource"}
+    before = value(local(), "maascp_workflow_retries_total", **labels)
+    wf = settle(start(flow, "c07u62", "10.10.7.62").pk, timeout=90)
+    assert wf.state == "succeeded", wf.reason
+    assert value(local(), "maascp_workflow_retries_total", **labels) == before + 1
