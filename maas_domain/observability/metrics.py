@@ -175,8 +175,8 @@ def maas_request(site: str, operation: str, outcome: str, code: int | None, seco
 
 
 def reconcile_finished(site: str, seconds: float, outcome: str) -> None:
-    """One reconciliation run of ``site`` (its name) ended: ``outcome`` is a short fixed word
-    such as ``ok``, ``drift`` or ``error``."""
+    """One reconciliation run of ``site`` (its name) ended; ``outcome`` is a short fixed word,
+    the run's final state (``succeeded`` or ``failed``)."""
     RECONCILE_DURATION.labels(site, outcome).observe(max(seconds, 0.0))
 
 
@@ -236,11 +236,14 @@ def outbox_families() -> list[GaugeMetricFamily]:
     ]
 
 
-def open_drift_family(counts: Mapping[str, int]) -> GaugeMetricFamily:
-    """Open drift by kind, from counts the reconciliation app computes (one GROUP BY)."""
-    family = GaugeMetricFamily(OPEN_DRIFT, "Open (unresolved) drift by kind", labels=["kind"])
-    for kind, n in sorted(counts.items()):
-        family.add_metric([str(kind)], n)
+def open_drift_family(counts: Mapping[tuple[str, str], int]) -> GaugeMetricFamily:
+    """Open drift by kind and severity, from ``{(kind, severity): n}`` counts the
+    reconciliation app computes with a constant number of queries."""
+    family = GaugeMetricFamily(
+        OPEN_DRIFT, "Active (not cleared or resolved) drift records", labels=["kind", "severity"]
+    )
+    for (kind, severity), n in sorted(counts.items()):
+        family.add_metric([str(kind), str(severity)], n)
     return family
 
 

@@ -124,14 +124,21 @@ def test_open_drift_and_reconcile_duration_once_wired(
     """What the reconciliation app does after the merge: a drift source and a duration call."""
     monkeypatch.setattr(metrics, "GAUGE_SOURCES", list(metrics.GAUGE_SOURCES))
     metrics.register_gauge_source(
-        "drift", lambda: [metrics.open_drift_family({"power_state": 3, "missing_machine": 1})]
+        "drift",
+        lambda: [
+            metrics.open_drift_family(
+                {("power_state_unexpected", "warning"): 3, ("missing_machine", "critical"): 1}
+            )
+        ],
     )
     before = parse(scrape(api))
-    metrics.reconcile_finished("dc1-metrics-test", 2.5, "drift")
+    metrics.reconcile_finished("dc1-metrics-test", 2.5, "succeeded")
     samples = parse(scrape(api))
-    assert value(samples, "maascp_reconcile_open_drift", kind="power_state") == 3
+    drift = "maascp_reconcile_open_drift"
+    assert value(samples, drift, kind="power_state_unexpected", severity="warning") == 3
+    assert value(samples, drift, severity="critical") == 1
     count = "maascp_reconcile_duration_seconds_count"
-    labels = {"site": "dc1-metrics-test", "outcome": "drift"}
+    labels = {"site": "dc1-metrics-test", "outcome": "succeeded"}
     assert value(samples, count, **labels) == value(before, count, **labels) + 1
 
 
