@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -10,3 +10,12 @@ app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 app.autodiscover_tasks(["maas_domain.workflow"])  # workflow.* tasks live in a sub-package
+
+
+@signals.worker_init.connect
+def _worker_metrics(**_: object) -> None:
+    """Serve this worker's metrics on MAASCP_WORKER_METRICS_PORT, when set (see
+    docs/observability.md)."""
+    from maas_domain.observability.exposition import start_worker_metrics
+
+    start_worker_metrics()

@@ -11,7 +11,10 @@ Two modes:
 
 from __future__ import annotations
 
+import os
+import re
 import secrets
+import tempfile
 from pathlib import Path
 
 from cryptography.fernet import Fernet
@@ -187,6 +190,39 @@ MAAS_READ_TIMEOUT = float(env.integer("MAAS_READ_TIMEOUT", 30, minimum=1))
 # A probe answers an operator waiting at a screen: it gives up on a slow MAAS much sooner.
 MAAS_PROBE_TIMEOUT = float(env.integer("MAAS_PROBE_TIMEOUT", 10, minimum=1))
 
+# --- metrics and log shipping (docs/observability.md) -------------------------------------------
+# Event metrics go to per-process files in this directory (prometheus_client multiprocess mode);
+# the admin scrape endpoint merges the files of every process sharing it. Production defaults to
+# a directory local to the host/container; the embedded processes share the data folder's.
+METRICS_DIR = Path(
+    env.string(
+        "METRICS_DIR",
+        str(Path(tempfile.gettempdir()) / "maascp-metrics" if PRODUCTION else DATA_DIR / "metrics"),
+    )
+    or "metrics"
+).resolve()
+try:
+    METRICS_DIR.mkdir(parents=True, exist_ok=True)
+except OSError as exc:
+    env.errors.append(f"MAASCP_METRICS_DIR={METRICS_DIR} cannot be created: {exc.strerror}")
+# Must be set before prometheus_client is first imported (it picks multiprocess mode then).
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
+# A worker with a port serves its own metrics there (a private directory, wiped at its start).
+WORKER_METRICS_PORT = env.integer("WORKER_METRICS_PORT", 0, minimum=0)
+WORKER_METRICS_ADDR = env.string("WORKER_METRICS_ADDR", "0.0.0.0") or "0.0.0.0"  # noqa: S104
+# Optional direct push of the JSON log lines to Loki (besides stdout), batched in a thread.
+LOKI_URL = env.url("LOKI_URL", None, schemes=("http", "https"))
+LOKI_TENANT = env.string("LOKI_TENANT")
+LOKI_LABELS: dict[str, str] = {}
+for _pair in env.items("LOKI_LABELS", []):
+    _name, _, _value = _pair.partition("=")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", _name.strip()) or not _value.strip():
+        env.errors.append(
+            f"MAASCP_LOKI_LABELS: {_pair!r} is not name=value (names: letters, digits, _)"
+        )
+        continue
+    LOKI_LABELS[_name.strip()] = _value.strip()
+
 # --- Django ----------------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -276,15 +312,25 @@ REST_FRAMEWORK = {
 }
 
 LOG_LEVEL = env.choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
+_log_handlers: dict[str, dict[str, object]] = {
+    "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["context"]}
+}
+if LOKI_URL:  # the JSON lines go to stdout and, batched in a thread, to Loki
+    _log_handlers["loki"] = {
+        "()": "maas_domain.observability.loki.LokiHandler",
+        "url": LOKI_URL,
+        "labels": LOKI_LABELS,
+        "tenant": LOKI_TENANT,
+        "formatter": "json",
+        "filters": ["context"],
+    }
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"context": {"()": "maas_domain.logging.ContextFilter"}},
     "formatters": {"json": {"()": "maas_domain.logging.JsonFormatter"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["context"]}
-    },
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "handlers": _log_handlers,
+    "root": {"handlers": list(_log_handlers), "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "kombu.connection": {"level": "ERROR"},

@@ -58,3 +58,16 @@ def _fresh_secrets_backend() -> Iterator[None]:
     get_backend.cache_clear()
     yield
     get_backend.cache_clear()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_metric_files() -> Iterator[None]:
+    """Metric files are per process (prometheus_client multiprocess mode): remove this test
+    process's at the end so that runs do not pile them up (parallel runs keep theirs)."""
+    yield
+    import os
+
+    from maas_domain.observability.exposition import metrics_dir
+
+    for path in metrics_dir().glob(f"*_{os.getpid()}.db"):
+        path.unlink(missing_ok=True)

@@ -120,6 +120,21 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
         assert "Demo onboarding succeeded" in finished, text
         for stage in ("discover", "commission", "deploy", "enrollment", "complete"):
             assert re.search(rf"{stage}\s+stage.completed", text), stage
+
+        # the API's scrape endpoint shows what the worker process recorded (shared metrics dir)
+        scrape = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/v1/admin/metrics",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(scrape, timeout=10) as response:
+            metrics = response.read().decode()
+        assert re.search(r'maascp_workflows\{kind="onboarding",state="succeeded"\} 1', metrics)
+        ended = (
+            r"maascp_workflow_stage_duration_seconds_count"
+            r'\{kind="onboarding",outcome="succeeded",stage="deploy"\} 1'
+        )
+        assert re.search(ended, metrics), metrics
+        assert re.search(r'maascp_maas_requests_total\{[^}]*operation="deploy"', metrics)
     finally:
         runner.send_signal(signal.SIGINT)
         rest, _ = runner.communicate(timeout=60)

@@ -136,3 +136,23 @@ def test_env_reader_records_every_name_it_reads() -> None:
     env.integer("PORT", 1)
     env.flag("DEBUG", default=False)
     assert env.known == {"MAASCP_PORT", "MAASCP_DEBUG"}
+
+
+def test_loki_and_metrics_settings_are_checked(tmp_path: Path) -> None:
+    result = run_check(
+        {
+            "MAASCP_LOKI_URL": "loki:3100",
+            "MAASCP_LOKI_LABELS": "env=prod,bad label=x",
+            "MAASCP_WORKER_METRICS_PORT": "-1",
+        },
+        tmp_path,
+    )
+    assert result.returncode != 0
+    for name in ("MAASCP_LOKI_URL", "MAASCP_LOKI_LABELS", "MAASCP_WORKER_METRICS_PORT"):
+        assert name in result.stderr
+    good = run_check(
+        {"MAASCP_LOKI_URL": "http://127.0.0.1:9/loki/api/v1/push", "MAASCP_LOKI_LABELS": "env=t"},
+        tmp_path,
+    )
+    assert good.returncode == 0, good.stderr
+    assert (tmp_path / "metrics").is_dir()

@@ -33,6 +33,7 @@ from requests_oauthlib import OAuth1
 from maas_domain.maas import types
 from maas_domain.maas.errors import MaasError, MaasTransient, classify
 from maas_domain.maas.metrics import STATS, CallStats
+from maas_domain.observability import metrics as prometheus
 
 log = logging.getLogger("maas.client")
 
@@ -230,6 +231,7 @@ class MaasClient:
     ) -> None:
         seconds = time.monotonic() - started
         self.stats.record(operation, outcome, seconds)
+        prometheus.maas_request(self.site, operation, outcome, status, seconds)
         log.log(
             logging.INFO
             if outcome != "ok" or not operation.startswith(("get", "list"))

@@ -31,6 +31,7 @@ from maas_domain import context, events
 from maas_domain.locks import try_lock
 from maas_domain.maas.client import MaasClient
 from maas_domain.maas.errors import MaasError, MaasTransient
+from maas_domain.observability import metrics
 from maas_domain.policy import Policy
 from maas_domain.secrets import SecretsError
 from maas_domain.workflow.models import WorkflowState
@@ -320,6 +321,7 @@ def record(kind: WorkflowKind, ctx: StageContext, result: Result) -> None:
                 result.classification,
                 f"gave up after {wf.stage_tries + 1} tries: {result.message}",
             )
+        metrics.stage_recorded(kind.name, wf, result, now, ctx.events)
         if wf.state == W.CANCELLING:
             _cancel_finished(kind, wf, result, now)
         elif isinstance(result, Done):

@@ -47,6 +47,10 @@ class Command(BaseCommand):
         self.stdout.write(f"data folder: {settings.DATA_DIR}")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
+        # Every process started here shares the metrics folder; what earlier runs left goes.
+        from maas_domain.observability.exposition import wipe
+
+        wipe(Path(settings.METRICS_DIR))
         password, token = self._admin_login(opts["admin_user"])
         base = f"http://{opts['host']}:{opts['port']}"
         maas_url = f"http://127.0.0.1:{opts['maas_port']}/MAAS/"
@@ -195,6 +199,7 @@ class Command(BaseCommand):
                     f"  Admin pages : {base}/admin/  (login: {user} / {password})",
                     f"  Admin API   : {base}/api/v1/admin/",
                     f"  API token   : {token}",
+                    f"  Metrics     : {base}/api/v1/admin/metrics  (same token; Prometheus)",
                     "  Example     :",
                     f"    curl -s -H 'Authorization: Bearer {token}' "
                     f"{base}/api/v1/admin/maas-sites",

@@ -1,0 +1,38 @@
+"""``GET /api/v1/admin/metrics``: the Prometheus scrape endpoint, admin-only like the rest of
+the admin API (staff session, or an admin bearer token: Prometheus sends it with
+``authorization: {type: Bearer, credentials_file: ...}``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from rest_framework import renderers, viewsets
+from rest_framework.request import Request
+
+from maas_domain.observability import exposition
+
+
+class PrometheusTextRenderer(renderers.BaseRenderer):
+    """Lets a scraper that accepts only text/plain be answered (errors still render as JSON)."""
+
+    media_type = "text/plain"
+    format = "prometheus"
+    charset = "utf-8"
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> Any:
+        return renderers.JSONRenderer().render(data)
+
+
+class MetricsViewSet(viewsets.ViewSet):
+    renderer_classes = [renderers.JSONRenderer, PrometheusTextRenderer]
+
+    def list(self, request: Request) -> HttpResponse:
+        return HttpResponse(
+            exposition.render_web(), content_type=exposition.CONTENT_TYPE_PLAIN_0_0_4
+        )
+
+
+metrics_view = MetricsViewSet.as_view({"get": "list"})
