@@ -127,7 +127,7 @@ def sample_names() -> set[str]:
 
 # -- recording -------------------------------------------------------------------------------------
 
-_STAGE_END = {"Done": "succeeded", "Fail": "failed"}
+_STAGE_END = {"Done": "succeeded", "Fail": "failed", "Hold": "manual_intervention"}
 
 
 def stage_recorded(

@@ -48,7 +48,9 @@ def test_start_shows_what_will_happen_then_starts_only_when_confirmed(ops: Any) 
     wf = Decommission.objects.get()
     assert (wf.mode, wf.request_reason, wf.requested_by) == ("full", "end of life", "ops-admin")
     assert Allocation.objects.get().state == "force_released"
-    assert AuditLog.objects.filter(action="allocation.force_release", actor_name="ops-admin").exists()
+    assert AuditLog.objects.filter(
+        action="allocation.force_release", actor_name="ops-admin"
+    ).exists()
     detail = ops.get(f"{LIST}{wf.pk}/change/").content.decode()
     assert "preflight" in detail and "full" in detail and "cancel" in detail
 
