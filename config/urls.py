@@ -7,6 +7,7 @@ from decommission.urls import admin_urlpatterns as decommission_admin
 from maas_domain import health
 from onboarding.urls import admin_urlpatterns as onboarding_admin
 from onboarding.urls import node_urlpatterns
+from reconciliation.urls import admin_urlpatterns as reconciliation_admin
 
 urlpatterns = [
     path("health/live", health.live, name="health-live"),
@@ -14,6 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/admin/", include(onboarding_admin)),
     path("api/v1/admin/", include(decommission_admin)),
+    path("api/v1/admin/", include(reconciliation_admin)),
     path("api/v1/admin/", include("maas_domain.api.urls")),
     path("api/v1/node/", include(node_urlpatterns)),
 ]

@@ -284,6 +284,25 @@ class MaasClient:
         with gc_paused(len(data) > 1000):
             return [types.Machine.from_json(m) for m in data]
 
+    def machine_summaries(self) -> list[types.MachineSummary]:
+        """Every machine, reduced to the few fields reconciliation compares: one request, parsed
+        with orjson while the GC is paused, no typed interfaces (10,000 machines in well under a
+        second where ``list_machines`` takes ~1 s more)."""
+        data = self._send("list_machines", "GET", "machines/")
+        summary = types.MachineSummary
+        with gc_paused(len(data) > 1000):
+            return [
+                summary(
+                    m["system_id"],
+                    m.get("hostname") or "",
+                    int(m.get("status", -1)),
+                    m.get("status_name") or "",
+                    m.get("power_state") or "unknown",
+                    m.get("owner") or "",
+                )
+                for m in data
+            ]
+
     def get_machine(self, system_id: str) -> types.Machine:
         data = self._send("get_machine", "GET", f"machines/{system_id}/", system_id=system_id)
         return types.Machine.from_json(data)
