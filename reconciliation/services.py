@@ -195,7 +195,8 @@ def reconcile_execute(run_id: int) -> ReconcileRun | None:
         _reconcile(run)
     except (MaasError, SecretsError) as exc:
         run.state = RunState.FAILED
-        run.reason = f"MAAS unavailable: {exc}"[:500]
+        what = "MAAS unavailable" if isinstance(exc, MaasError) else "MAAS credentials unavailable"
+        run.reason = f"{what}: {exc}"[:500]
         run.maas_errors = [*run.maas_errors, _error(exc)]
     except Exception as exc:  # the run row must not stay "running"
         log.exception("reconcile run %s of %s crashed", run.pk, run.site.name)
