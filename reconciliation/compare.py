@@ -37,11 +37,12 @@ _RELEASE = {
     S.NEW,
     S.BROKEN,
 }
-# MAAS statuses a workflow in a stage can legitimately see (stage names are shared by every
-# workflow kind: onboarding's, and decommission's reuse of deploy). A stage missing here has no
-# expectation (preflight, discover, drain: the machine may be anywhere). Each set also allows the
-# previous stage's statuses, since MAAS was read a moment before the workflow row.
-EXPECTED_BY_STAGE: dict[str, set[NodeStatus]] = {
+# MAAS statuses a workflow in a stage can legitimately see, per workflow kind and stage (the
+# kinds come from the engine's registry; a kind or stage missing here has no expectation:
+# preflight, discover, drain, decommission's redeploy whose child onboarding is judged itself).
+# Each set also allows the previous stage's statuses, since MAAS was read a moment before the
+# workflow row.
+_ONBOARDING: dict[str, set[NodeStatus]] = {
     "commission": _COMMISSION,
     "storage_pxe": _COMMISSION | {S.READY},
     "payload": {S.READY, S.ALLOCATED},
@@ -49,9 +50,17 @@ EXPECTED_BY_STAGE: dict[str, set[NodeStatus]] = {
     "hardware_sync": _DEPLOY,
     "enrollment": {S.DEPLOYED, S.DEPLOYING},
     "complete": {S.DEPLOYED},
-    "release": _RELEASE,
-    "erase": _RELEASE,
-    "retire": _RELEASE,
+}
+EXPECTED_BY_STAGE: dict[str, dict[str, set[NodeStatus]]] = {
+    "onboarding": _ONBOARDING,
+    "decommission": {"release": _RELEASE, "retire": _RELEASE},
+}
+# Stages in which the machine may legitimately be gone from MAAS (it is being deleted).
+MACHINE_MAY_VANISH = {
+    ("onboarding", "reset"),
+    ("decommission", "reset"),
+    ("decommission", "retire"),
+    ("decommission", "complete"),
 }
 # Workflow states whose stage is judged (pending has not started; manual_intervention is frozen
 # on purpose and already in front of an operator).
@@ -198,6 +207,8 @@ def compare(
         power_address = power_addresses.get(sid, "")
         out.observations.append(Observation(node.id, sid, machine, power_address))
         base: dict[str, Any] = {"node_id": node.id, "system_id": sid, "hostname": node.hostname}
+        if machine is None and wf is not None and (wf.kind, wf.stage) in MACHINE_MAY_VANISH:
+            continue  # a workflow is deleting it (restart-clean's reset, full decommission)
         if machine is None:
             out.findings.append(
                 Finding(
@@ -280,7 +291,7 @@ def _judge_node(
     expected: set[NodeStatus] | None = None
     because = ""
     if wf is not None and wf.state in JUDGED_WORKFLOW_STATES:
-        expected = EXPECTED_BY_STAGE.get(wf.stage)
+        expected = EXPECTED_BY_STAGE.get(wf.kind, {}).get(wf.stage)
         because = f"{wf.kind} {wf.id} in stage {wf.stage}"
     elif wf is None and node.state == "active":
         expected = {S.DEPLOYED}

@@ -359,3 +359,60 @@ def test_bad_resolution_input_is_400_and_changes_nothing(
     rec.refresh_from_db()
     assert rec.state == "open"
     assert not AuditLog.objects.filter(action__startswith="drift.").exists()
+
+
+def test_decommission_workflows_are_judged_through_the_engine_registry(
+    sim: Sim, site: MaasSite, maas: MaasClient, api: APIClient
+) -> None:
+    """Reconciliation knows workflow kinds only through engine.KINDS: a decommission stuck in
+    its release stage is reported, its erase is what the stage expects, and a machine its
+    retire stage deleted is not missing."""
+    from maas_domain.workflow.engine import KINDS
+
+    model = KINDS["decommission"].model
+    erasing = sim.add(hostname="gpu-d", status="disk_erasing", power_address="10.10.0.21")
+    node = make_node(
+        site, hostname="gpu-d", ipmi_ip="10.10.0.21", maas_system_id=erasing, state="draining"
+    )
+    wf = model.objects.create(
+        site=site,
+        node=node,
+        mode="full",
+        hostname="gpu-d",
+        maas_system_id=erasing,
+        correlation_id="t",
+        state="waiting",
+        stage="release",
+        stage_started_at=timezone.now() - timedelta(hours=3),  # release timeout 3600 s
+    )
+    gone = sim.add(hostname="gpu-e", status="ready", power_address="10.10.0.22")
+    other = make_node(
+        site, hostname="gpu-e", ipmi_ip="10.10.0.22", maas_system_id=gone, state="draining"
+    )
+    model.objects.create(
+        site=site,
+        node=other,
+        mode="full",
+        hostname="gpu-e",
+        maas_system_id=gone,
+        correlation_id="t",
+        state="running",
+        stage="retire",
+        stage_started_at=timezone.now(),
+    )
+    maas.delete_machine(gone)
+    reconcile(site)
+    rec = one(site, "workflow_stuck")
+    assert (rec.node_id, rec.detail["workflow_kind"], rec.detail["stage"]) == (
+        node.pk,
+        "decommission",
+        "release",
+    )
+    assert not records(site, "status_mismatch") and not records(site, "missing_in_maas")
+    response = resolve(api, node.pk, action="mark-manual-intervention", reason="erase hangs")
+    assert response.status_code == 200, response.content
+    assert len(audits("drift.mark_manual_intervention", rec)) == 1
+    model.objects.filter(pk=wf.pk).update(state="failed")
+    reconcile(site)
+    rec.refresh_from_db()
+    assert rec.state == "cleared"
