@@ -116,7 +116,7 @@ def main() -> None:
             run, _ = services.reconcile_request(site=site, trigger="command")
             t0 = time.perf_counter()
             prof = None
-            if os.environ.get("BENCH_PROFILE") and i == 3:
+            if os.environ.get("BENCH_PROFILE") and i == int(os.environ["BENCH_PROFILE"]):
                 import cProfile
 
                 prof = cProfile.Profile()
