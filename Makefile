@@ -22,3 +22,4 @@ bench: ## print performance figures (never part of make check)
 	.venv/bin/python benchmarks/bench_maas.py
 	.venv/bin/python benchmarks/bench_onboarding.py 1000 100
 	.venv/bin/python benchmarks/bench_admin.py 100000
+	.venv/bin/python benchmarks/bench_reconcile.py 10000

@@ -121,6 +121,12 @@ WORKFLOW_DISPATCH_GRACE_SECONDS = env.integer("WORKFLOW_DISPATCH_GRACE_SECONDS",
 WORKFLOW_SWEEP_SECONDS = env.integer("WORKFLOW_SWEEP_SECONDS", 10, minimum=1)
 WORKFLOW_MAX_LOST_LEASES = env.integer("WORKFLOW_MAX_LOST_LEASES", 3, minimum=1)
 WORKFLOW_MAX_STAGE_TRIES = env.integer("WORKFLOW_MAX_STAGE_TRIES", 8, minimum=1)
+# Reconciliation (docs/reconciliation.md). Its schedule is the `reconciliation-dispatch`
+# periodic task in the database (admin: Periodic tasks), created once by a migration, so
+# operators change it without a deploy; these only bound how runs behave.
+RECONCILE_MIN_GAP_SECONDS = env.integer("RECONCILE_MIN_GAP_SECONDS", 30, minimum=0)
+RECONCILE_STALE_SECONDS = env.integer("RECONCILE_STALE_SECONDS", 900, minimum=60)
+RECONCILE_STUCK_GRACE_SECONDS = env.integer("RECONCILE_STUCK_GRACE_SECONDS", 60, minimum=0)
 CELERY_BEAT_SCHEDULE = {
     "workflow-sweep": {"task": "workflow.sweep", "schedule": float(WORKFLOW_SWEEP_SECONDS)},
     "events-publish": {"task": "events.publish", "schedule": 5.0},

@@ -9,6 +9,7 @@ from maas_domain import health
 from maas_domain.observability.views import metrics_view
 from onboarding.urls import admin_urlpatterns as onboarding_admin
 from onboarding.urls import node_urlpatterns
+from reconciliation.urls import admin_urlpatterns as reconciliation_admin
 
 urlpatterns = [
     path("health/live", health.live, name="health-live"),
@@ -17,6 +18,7 @@ urlpatterns = [
     re_path(r"^api/v1/admin/metrics/?$", metrics_view, name="metrics"),
     path("api/v1/admin/", include(onboarding_admin)),
     path("api/v1/admin/", include(decommission_admin)),
+    path("api/v1/admin/", include(reconciliation_admin)),
     path("api/v1/admin/", include("maas_domain.api.urls")),
     path("api/v1/node/", include(node_urlpatterns)),
 ]

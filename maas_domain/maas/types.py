@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from maas_domain.maas.status import NodeStatus
 
@@ -141,6 +141,18 @@ class Machine:
     @property
     def boot_interface(self) -> Interface | None:
         return next((i for i in self.interfaces if i.id == self.boot_interface_id), None)
+
+
+class MachineSummary(NamedTuple):
+    """A machine as reconciliation sees it (``MaasClient.machine_summaries``): cheap to build in
+    bulk. ``owner`` is "" for an unowned machine."""
+
+    system_id: str
+    hostname: str
+    status: int
+    status_name: str
+    power_state: str
+    owner: str
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,27 @@
+"""Routes under /api/v1/admin/reconciliation/ (seed 000 §4.4; a trailing slash is optional)."""
+
+from django.urls import re_path
+
+from reconciliation.api import ReconciliationViewSet
+
+summary = ReconciliationViewSet.as_view({"get": "summary"})
+drift = ReconciliationViewSet.as_view({"get": "list"})
+run = ReconciliationViewSet.as_view({"post": "run"})
+resolve = ReconciliationViewSet.as_view({"post": "resolve"})
+
+admin_urlpatterns = [
+    re_path(r"^reconciliation/status/?$", summary, name="reconciliation-status"),
+    re_path(r"^reconciliation/drift/?$", drift, name="reconciliation-drift"),
+    re_path(r"^reconciliation/run/?$", run, name="reconciliation-run"),
+    re_path(
+        r"^reconciliation/drift/(?P<node_id>[0-9]+)/resolve/?$",
+        resolve,
+        name="reconciliation-drift-resolve",
+    ),
+    # Drift on a machine we have no node for (unknown machine, leak): keyed by MAAS system id.
+    re_path(
+        r"^reconciliation/drift/machines/(?P<system_id>[0-9A-Za-z_-]{1,32})/resolve/?$",
+        resolve,
+        name="reconciliation-machine-drift-resolve",
+    ),
+]
