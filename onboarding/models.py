@@ -23,6 +23,7 @@ class OnboardingBatch(models.Model):
     class Meta:
         db_table = "node_onboarding_batches"
         ordering = ["-id"]
+        verbose_name_plural = "onboarding batches"
 
     def __str__(self) -> str:
         return f"batch {self.pk} ({self.size})"

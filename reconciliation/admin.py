@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from maas_domain.admin import ReadOnlyAdmin
+from maas_domain.errors import DomainError
+from reconciliation import services
 from reconciliation.models import DriftRecord, NodeMaasState, ReconcileRun
 
 
@@ -28,6 +34,52 @@ class ReconcileRunAdmin(ReadOnlyAdmin):
 
 @admin.register(DriftRecord)
 class DriftRecordAdmin(ReadOnlyAdmin):
+    """The drift ledger. Resolutions call the same service as the API (one audit row per
+    record, with the operator's name); a record that cannot take one is reported, not changed."""
+
+    actions = ["acknowledge", "adopt_maas_value", "mark_manual_intervention"]
+    list_select_related = ["site", "node"]
+    show_full_result_count = False
+
+    def _resolve(self, request: HttpRequest, queryset: QuerySet[DriftRecord], action: str) -> None:
+        done, refused = 0, []
+        for rec in queryset:
+            where: dict[str, Any] = (
+                {"node_id": rec.node_id}
+                if rec.node_id
+                else {"system_id": rec.system_id, "site_id": rec.site_id}
+            )
+            try:
+                done += len(
+                    services.drift_resolve(
+                        actor=request.user,
+                        action=action,
+                        drift_id=rec.pk,
+                        reason=f"{action} from the admin",
+                        **where,
+                    )
+                )
+            except DomainError as exc:
+                refused.append(f"{rec.pk} ({rec.kind}): {exc.message}")
+        if done:
+            self.message_user(request, f"{action}: {done} drift record(s) by {request.user}.")
+        if refused:
+            self.message_user(request, "Left unchanged: " + "; ".join(refused), messages.WARNING)
+
+    @admin.action(description="Acknowledge selected drift")
+    def acknowledge(self, request: HttpRequest, queryset: QuerySet[DriftRecord]) -> None:
+        self._resolve(request, queryset, "acknowledge")
+
+    @admin.action(description="Adopt MAAS's value into our record")
+    def adopt_maas_value(self, request: HttpRequest, queryset: QuerySet[DriftRecord]) -> None:
+        self._resolve(request, queryset, "adopt")
+
+    @admin.action(description="Mark for manual intervention")
+    def mark_manual_intervention(
+        self, request: HttpRequest, queryset: QuerySet[DriftRecord]
+    ) -> None:
+        self._resolve(request, queryset, "mark-manual-intervention")
+
     list_display = [
         "id",
         "site",

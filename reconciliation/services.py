@@ -29,6 +29,7 @@ from maas_domain.maas.errors import MaasError
 from maas_domain.models import MaasSite, Node
 from maas_domain.models.inventory import NodeState
 from maas_domain.models.sites import SiteStatus
+from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
 from maas_domain.validators import hostname_error, ipv4_error
 from reconciliation import compare
@@ -207,6 +208,7 @@ def reconcile_execute(run_id: int) -> ReconcileRun | None:
     run.finished_at = timezone.now()
     run.duration_ms = int((time.perf_counter() - clock) * 1000)
     run.save()
+    metrics.reconcile_finished(run.site.name, run.duration_ms / 1000, run.state)
     log.info(
         "reconcile of %s: %s in %d ms, %d machines, drift +%d -%d (%d open)",
         run.site.name,

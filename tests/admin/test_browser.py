@@ -257,6 +257,45 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
     page.goto(f"{base}/admin/onboarding/onboarding/?attention=operator")
     assert "b02" in page.inner_text("#result_list")
 
+    # a storage cleanup of the first node: the start page confirms what will happen first
+    node = Onboarding.objects.get(hostname="c07u31").node
+    page.goto(f"{base}/admin/decommission/decommission/add/")
+    page.select_option("#id_node", value=str(node.pk))
+    page.select_option("#id_mode", value="storage_cleanup")
+    page.fill("#id_reason", "tenant left")
+    page.click("#start-submit")
+    page.wait_for_selector("#confirm-submit")
+    assert "nothing has changed yet" in page.inner_text("#content-main")
+    shot(page, "decommission-confirm")
+    page.click("#confirm-submit")
+    page.wait_for_url("**/decommission/decommission/*/change/")
+    assert wait_for_state(page, page.url, ("succeeded", "failed", "manual_intervention")) == (
+        "succeeded"
+    )
+    assert "release" in page.inner_text("#wf-timeline")
+    shot(page, "decommission-succeeded")
+
+    # drift: a machine nobody onboarded shows up in MAAS; a reconcile reports it, we acknowledge
+    from reconciliation.models import DriftRecord
+    from reconciliation.services import reconcile_request
+
+    sim.add(hostname="stray-01", status="ready", power_address="10.10.9.9")
+    reconcile_request(site=wf.site, trigger="api")
+    deadline = time.monotonic() + 60
+    while not DriftRecord.objects.filter(kind="unknown_machine", hostname="stray-01").exists():
+        assert time.monotonic() < deadline, "no drift reported"
+        time.sleep(0.5)
+    page.goto(f"{base}/admin/reconciliation/driftrecord/?kind=unknown_machine")
+    page.locator("#result_list tbody tr").filter(has_text="stray-01").locator(
+        "input.action-select"
+    ).check()
+    page.select_option("select[name=action]", value="acknowledge")
+    page.click("button[name=index]")
+    page.wait_for_selector(".messagelist")
+    assert "acknowledge: 1 drift record(s) by operator" in page.inner_text(".messagelist").lower()
+    shot(page, "drift")
+    assert DriftRecord.objects.get(hostname="stray-01").state == "acknowledged"
+
     # everything the operator did is in the audit log under their name
     page.goto(f"{base}/admin/maas_domain/auditlog/?actor_name=operator")
     shot(page, "audit")
@@ -268,4 +307,6 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
         "maas_site.probe",
         "onboarding.start",
         "onboarding.retry",
+        "decommission.start.storage_cleanup",
+        "drift.acknowledge",
     } <= actions
