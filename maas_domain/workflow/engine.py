@@ -491,28 +491,30 @@ def admit(site_id: int) -> int:
             for k in KINDS.values()
         )
         free = limit - active
-        for kind in KINDS.values():
-            if free <= 0:
-                break
-            pending = list(
-                kind.model.objects.filter(site_id=site_id, state=W.PENDING)
-                .order_by("id")
-                .values_list("id", flat=True)[:free]
+        # one queue across kinds, oldest first (by when each became pending)
+        queue = sorted(
+            (
+                (queued_at, pk, kind)
+                for kind in KINDS.values()
+                for pk, queued_at in kind.model.objects.filter(site_id=site_id, state=W.PENDING)
+                .order_by("updated_at", "id")
+                .values_list("id", "updated_at")[: max(free, 0)]
+            ),
+            key=lambda item: (item[0], item[1]),
+        )
+        now = timezone.now()
+        for _, pk, kind in queue[: max(free, 0)]:
+            moved = kind.model.objects.filter(pk=pk, state=W.PENDING).update(
+                updated_at=now,
+                state=W.RUNNING,
+                dispatch=F("dispatch") + 1,
+                started_at=now,
+                stage=Case(When(stage="", then=Value(kind.stages[0].name)), default=F("stage")),
             )
-            now = timezone.now()
-            for pk in pending:
-                moved = kind.model.objects.filter(pk=pk, state=W.PENDING).update(
-                    updated_at=now,
-                    state=W.RUNNING,
-                    dispatch=F("dispatch") + 1,
-                    started_at=now,
-                    stage=Case(When(stage="", then=Value(kind.stages[0].name)), default=F("stage")),
-                )
-                if moved:
-                    wf = kind.model.objects.only("dispatch").get(pk=pk)
-                    enqueue(kind.name, pk, wf.dispatch)
-                    started += 1
-                    free -= 1
+            if moved:
+                wf = kind.model.objects.only("dispatch").get(pk=pk)
+                enqueue(kind.name, pk, wf.dispatch)
+                started += 1
     return started
 
 

@@ -168,3 +168,25 @@ def test_list_filters_search_and_constant_queries(api: APIClient, site: MaasSite
             assert api.get(URL, {"limit": limit}).status_code == 200
         counts.append(len(ctx.captured_queries))
     assert counts[0] == counts[1]
+
+
+def test_admission_is_one_queue_across_kinds_oldest_first(site: MaasSite) -> None:
+    from datetime import timedelta
+
+    from maas_domain.workflow import engine
+    from tests.factories import make_onboarding
+
+    site.policy = {"max_concurrent_workflows": 1}
+    site.save()
+    node = make_node(site)
+    older = Decommission.objects.create(
+        site=site, node=node, hostname=node.hostname, mode="storage_cleanup", stage="preflight",
+        correlation_id="c",
+    )  # fmt: skip
+    newer = make_onboarding(site, hostname="later01", state="pending")
+    Decommission.objects.filter(pk=older.pk).update(
+        updated_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert engine.admit(site.pk) == 1
+    assert Decommission.objects.get(pk=older.pk).state == "running"
+    assert type(newer).objects.get(pk=newer.pk).state == "pending"  # queued behind it
