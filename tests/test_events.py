@@ -4,17 +4,12 @@ asyncapi.draft.yaml says, each exactly once in the stream even when a publisher 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-import yaml
 from django.conf import settings
 from django.db import transaction
-from jsonschema import Draft202012Validator
-from referencing import Registry
-from referencing.jsonschema import DRAFT202012
 
 from maas_domain import events
 from maas_domain.models import OutboxEvent
@@ -22,17 +17,8 @@ from maas_domain.simulator.node import NodeSide
 from onboarding.models import Onboarding
 from onboarding.services import onboarding_start
 from tests.factories import make_onboarding, make_site
+from tests.support.asyncapi import DOC, validate
 from tests.support.flows import Flow, wait_until
-
-DOC = yaml.safe_load((Path(__file__).resolve().parent.parent / "asyncapi.draft.yaml").read_text())
-REGISTRY = Registry().with_resource("urn:asyncapi", DRAFT202012.create_resource(DOC))
-
-
-def validate(event: dict[str, Any]) -> None:
-    channel = DOC["channels"][event["type"]]
-    ref = channel["messages"]["event"]["$ref"]
-    schema = {"$ref": f"urn:asyncapi{ref}/payload"}
-    Draft202012Validator(schema, registry=REGISTRY).validate(event)
 
 
 def stream() -> list[dict[str, Any]]:

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from decommission.models import Decommission
+from maas_domain import events
 from maas_domain.models import Allocation, AuditLog, Node, OutboxEvent
 from maas_domain.simulator.node import NodeSide
 from onboarding.models import Onboarding
+from tests.support.asyncapi import validate
 from tests.support.flows import Flow, active_node, decommission, settle_decommission
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -30,11 +32,13 @@ def completed(wf: Decommission) -> list[str]:
 
 
 def outbox(wf: Any) -> list[str]:
-    return sorted(
-        OutboxEvent.objects.filter(
-            payload__workflow_kind="decommission", payload__workflow_id=wf.pk
-        ).values_list("type", flat=True)
+    """The decommission's events, each checked against asyncapi.draft.yaml."""
+    rows = OutboxEvent.objects.filter(
+        payload__workflow_kind="decommission", payload__workflow_id=wf.pk
     )
+    for row in rows:
+        validate(events.envelope(row))
+    return sorted(row.type for row in rows)
 
 
 def policy(flow: Flow, **values: Any) -> None:
