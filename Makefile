@@ -20,6 +20,6 @@ fmt: ## fix formatting and the lint rules ruff can fix
 bench: ## print performance figures (never part of make check)
 	scripts/bootstrap
 	.venv/bin/python benchmarks/bench_maas.py
-	.venv/bin/python benchmarks/bench_onboarding.py 1000 100
+	.venv/bin/python benchmarks/bench_workflows.py 1000 100 200
 	.venv/bin/python benchmarks/bench_admin.py 100000
 	.venv/bin/python benchmarks/bench_reconcile.py 10000

@@ -1,9 +1,11 @@
-"""Onboard a batch through the real engine and report MAAS requests per node.
+"""Onboard a batch, then decommission part of it in each mode, through the real engine; report
+wall time and MAAS requests per node for every phase.
 
 Runs against a scratch PostgreSQL database and Redis DB 14: the simulator (fast clock, with its
 node side enrolling over HTTP), an in-process WSGI server for the node endpoints, a real Celery
-worker (threads) and a sweep ticker standing in for beat. Prints wall time and the MAAS request
-count per onboarded node, total and by operation. Usage: bench_onboarding.py [nodes] [limit]
+worker (threads) and a sweep ticker standing in for beat. Phases: onboard ``nodes`` (one
+batch), then storage cleanup, reimage and full decommission of ``decommissions`` of them each.
+Usage: bench_workflows.py [nodes] [limit] [decommissions]
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 NODES = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 LIMIT = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+DECOMMISSIONS = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 os.environ["MAASCP_DATABASE_URL"] = "postgresql://postgres@127.0.0.1:5432/maascp_bench"
 os.environ["MAASCP_BROKER_URL"] = "redis://127.0.0.1:6379/14"
@@ -45,6 +49,8 @@ from django.core.wsgi import get_wsgi_application
 from django.db import connections
 
 from config import celery_app
+from decommission.models import Decommission
+from decommission.services import decommission_start
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
 from maas_domain.services.demo import demo_ca_pem
@@ -128,29 +134,45 @@ def main() -> None:
     ):
         threading.Thread(target=beat, daemon=True).start()
         started = time.perf_counter()
-        t0 = time.perf_counter()
         batch = onboarding_start_batch(
             actor=admin, site_id=site.pk, profile_id=profile.pk, sku_id=sku.pk, rows=rows
         )
-        accept = time.perf_counter() - t0
-        while Onboarding.objects.filter(
-            batch=batch, state__in=("pending", "running", "waiting")
-        ).exists():
-            time.sleep(1)
-        elapsed = time.perf_counter() - started
+        accept = time.perf_counter() - started
+        print(f"batch accept ({NODES} rows, one transaction): {accept * 1000:.0f} ms")
+        flows = Onboarding.objects.filter(batch=batch)
+        report(server, "onboard", flows, NODES, started)
+        nodes = list(
+            flows.filter(state="succeeded").order_by("id").values_list("node_id", flat=True)
+        )
+        for mode in ("storage_cleanup", "reimage", "full"):
+            server.state.counters.clear()
+            started = time.perf_counter()
+            ids = [
+                decommission_start(
+                    actor=admin, node_id=pk, mode=mode, confirm=True, profile_id=profile.pk
+                ).pk
+                for pk in nodes[:DECOMMISSIONS]
+            ]
+            report(server, mode, Decommission.objects.filter(pk__in=ids), len(ids), started)
         stop.set()
-    states = Counter(Onboarding.objects.filter(batch=batch).values_list("state", flat=True))
+    server.stop()
+    web.shutdown()
+
+
+def report(server: SimulatorServer, phase: str, flows: Any, count: int, started: float) -> None:
+    """Wait for ``flows`` to settle; print wall time, end states and MAAS requests per node."""
+    while flows.filter(state__in=("pending", "running", "waiting")).exists():
+        time.sleep(1)
+    elapsed = time.perf_counter() - started
+    states = Counter(flows.values_list("state", flat=True))
     by_action: Counter[str] = Counter()
     for (method, action, _sid, _status), n in server.state.counters.items():
         by_action[f"{method} {action}"] += n
     total = sum(by_action.values())
-    print(f"batch accept ({NODES} rows, one transaction): {accept * 1000:.0f} ms")
-    print(f"onboarded {NODES} nodes (concurrency limit {LIMIT}) in {elapsed:.1f}s: {dict(states)}")
-    print(f"MAAS requests: {total} total, {total / NODES:.2f} per node")
+    print(f"{phase}: {count} nodes (limit {LIMIT}) in {elapsed:.1f}s: {dict(states)}")
+    print(f"  MAAS requests: {total} total, {total / max(count, 1):.2f} per node")
     for action, n in by_action.most_common():
-        print(f"  {action:<36} {n:>7}  ({n / NODES:.2f}/node)")
-    server.stop()
-    web.shutdown()
+        print(f"    {action:<36} {n:>7}  ({n / max(count, 1):.2f}/node)")
 
 
 if __name__ == "__main__":
