@@ -30,12 +30,27 @@ TYPES = {
 
 def emit(kind: str, what: str, wf: Any, **extra: Any) -> OutboxEvent:
     """Write one event for workflow ``wf`` in the caller's transaction."""
+    return emit_many(kind, what, [wf], **extra)[0]
+
+
+def emit_many(kind: str, what: str, workflows: list[Any], **extra: Any) -> list[OutboxEvent]:
+    """One event per workflow (a batch), written in one statement in the caller's transaction,
+    with a single publisher nudge after commit."""
     event_type = f"node.{kind}.{what}"
     if event_type not in TYPES:
         raise ValueError(f"unknown event type {event_type}")
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("events.emit must run inside the state change's transaction")
-    payload = {
+    rows = OutboxEvent.objects.bulk_create(
+        [OutboxEvent(type=event_type, payload=_payload(kind, wf, extra)) for wf in workflows],
+        batch_size=1000,
+    )
+    transaction.on_commit(_nudge, robust=True)
+    return rows
+
+
+def _payload(kind: str, wf: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    return {
         "site_id": wf.site_id,
         "workflow_kind": kind,
         "workflow_id": wf.pk,
@@ -48,9 +63,6 @@ def emit(kind: str, what: str, wf: Any, **extra: Any) -> OutboxEvent:
         "attempt": wf.attempt,
         **extra,
     }
-    event = OutboxEvent.objects.create(type=event_type, payload=payload)
-    transaction.on_commit(_nudge, robust=True)
-    return event
 
 
 def _nudge() -> None:

@@ -329,8 +329,7 @@ def onboarding_start_batch(
             ],
             batch_size=1000,
         )
-        for wf in flows:
-            events.emit("onboarding", "started", wf, batch_id=batch.pk)
+        events.emit_many("onboarding", "started", flows, batch_id=batch.pk)
         audit.record(
             actor=actor,
             action="onboarding.start_batch",
