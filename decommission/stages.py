@@ -114,7 +114,8 @@ def drain(ctx: StageContext) -> Result:
         node = Node.objects.select_for_update().get(pk=ctx.wf.node_id)
         if node.state == NodeState.DRAINING:
             return Done("node already draining")
-        if node.state not in (NodeState.ACTIVE, NodeState.QUARANTINED):
+        ours = node.state == NodeState.PROVISIONING and ctx.wf.reimage_onboarding_id
+        if node.state not in (NodeState.ACTIVE, NodeState.QUARANTINED) and not ours:
             return Fail("node_state", f"node is {node.state}; it cannot be drained")
         before = node.state
         node.drain()
@@ -386,7 +387,8 @@ def complete(ctx: StageContext) -> Result:
 def reset(ctx: StageContext) -> Result:
     """Stop what MAAS is doing for us; the next attempt erases again from the top."""
     wf = ctx.wf
-    _cancel_child(wf, f"restart-clean of decommission {wf.pk}")
+    if child := _cancel_child(wf, f"restart-clean of decommission {wf.pk}"):
+        return Wait(f"waiting for onboarding {child} to cancel", check_in=30)
     try:
         machine = _machine(ctx)
     except MaasNotFound:
@@ -402,7 +404,8 @@ def reset(ctx: StageContext) -> Result:
 
 def cancel(ctx: StageContext) -> Result:
     wf = ctx.wf
-    _cancel_child(wf, f"decommission {wf.pk} cancelled")
+    if child := _cancel_child(wf, f"decommission {wf.pk} cancelled"):
+        return Wait(f"waiting for onboarding {child} to cancel", check_in=30)
     if not wf.maas_system_id:
         return Done("cancelled before MAAS was touched")
     machine = _machine(ctx)
@@ -413,12 +416,19 @@ def cancel(ctx: StageContext) -> Result:
     return Done(f"cancelled; MAAS shows {machine.status_name}")
 
 
-def _cancel_child(wf: Decommission, reason: str) -> None:
+def _cancel_child(wf: Decommission, reason: str) -> int | None:
+    """Cancel an open redeploy onboarding; its id while it is still open (it wakes us when it
+    ends), so two workflows never drive the same machine at once."""
     if wf.reimage_onboarding_id is None:
-        return
+        return None
     child = Onboarding.objects.filter(pk=wf.reimage_onboarding_id).first()
-    if child is not None and child.state in verbs.VERBS["cancel"].sources:
+    if child is None or not child.is_open:
+        return None
+    if child.state in verbs.VERBS["cancel"].sources:
         verbs.apply(engine.KINDS["onboarding"], child.pk, "cancel", actor=None, reason=reason)
+    elif child.state == W.MANUAL_INTERVENTION:
+        return None  # frozen by an operator: it drives nothing
+    return child.pk
 
 
 def adopt_stage(wf: Decommission) -> tuple[str, dict[str, Any]]:

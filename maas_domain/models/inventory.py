@@ -82,10 +82,12 @@ class Node(models.Model):
         """All completion gates held."""
 
     @transition(
-        field=state, source=[NodeState.ACTIVE, NodeState.QUARANTINED], target=NodeState.DRAINING
+        field=state,
+        source=[NodeState.ACTIVE, NodeState.QUARANTINED, NodeState.PROVISIONING],
+        target=NodeState.DRAINING,
     )
     def drain(self) -> None:
-        """The node leaves the pool before MAAS is touched."""
+        """The node leaves the pool before MAAS is touched (or a reimage starts over)."""
 
     @transition(
         field=state,

@@ -196,3 +196,26 @@ def test_kill_9_during_the_erase_wait(flow_site: Flow, workers: Workers) -> None
     assert flow.sim.count("machine.release", status=200) == 1  # not sent again
     node.refresh_from_db()
     assert node.state == "active"
+
+
+def test_cancelling_a_reimage_cancels_its_redeploy_first(flow: Flow, api: Any) -> None:
+    from onboarding.models import Onboarding
+
+    node = active_node(flow, "r02", "10.41.0.9")  # no node side: the redeploy waits to enroll
+    wf = decommission(flow, node, "reimage")
+    child = wait_until(
+        lambda: Onboarding.objects.filter(
+            parent_id=wf.pk, state="waiting", stage="enrollment"
+        ).first(),
+        timeout=60,
+        what="the redeploy waiting for enrollment",
+    )
+    response = api.post(f"{URL}/{wf.pk}/cancel", {"reason": "wrong image"}, format="json")
+    assert response.status_code == 202, response.content
+    wf = settle_decommission(wf.pk)
+    assert wf.state == "cancelled", wf.reason
+    child.refresh_from_db()
+    assert child.state == "cancelled"  # ended before the decommission did
+    assert child.finished_at <= wf.finished_at
+    node.refresh_from_db()
+    assert node.state == "quarantined"  # released and half-redeployed: not back in a pool
