@@ -450,6 +450,7 @@ class WorkflowAdmin(admin.ModelAdmin):
             return HttpResponse(status=405, headers={"Allow": "GET"})
         can_act = self.has_change_permission(request, wf)
         events = list(wf.events.order_by("-at", "-id")[:TIMELINE_LIMIT])[::-1]
+        stages = [s.name for s in self.kind.stages_for(wf)]  # this workflow's (its mode's)
         opts = self.model._meta
         context = {
             **self.admin_site.each_context(request),
@@ -479,9 +480,9 @@ class WorkflowAdmin(admin.ModelAdmin):
             "diagnostics_url": self._url("diagnostics", wf.pk) if self.diagnostics else "",
             "age": humanize_age(timezone.now() - wf.created_at),
             "in_stage": self.in_stage(wf),
-            "stages": [s.name for s in self.kind.stages],
-            "stage_index": self.kind.stage_index.get(wf.stage, -1),
-            "checkpoint_index": self.kind.stage_index.get(wf.checkpoint, -1),
+            "stages": stages,
+            "stage_index": stages.index(wf.stage) if wf.stage in stages else -1,
+            "checkpoint_index": stages.index(wf.checkpoint) if wf.checkpoint in stages else -1,
             "changelist_url": self._url("changelist"),
         }
         return TemplateResponse(request, "admin/workflow/detail.html", context)
