@@ -89,6 +89,10 @@ class DecommissionAdmin(WorkflowAdmin):
         reopening = verb in ("retry", "resume", "rerun", "adopt")
         return super().is_destructive(wf, verb) or (wf.mode == Mode.FULL and reopening)
 
+    def start_initial(self, request: HttpRequest) -> dict[str, Any]:
+        node = request.GET.get("node", "")
+        return {"node": int(node)} if node.isdigit() else {}
+
     def start(self, request: HttpRequest, data: dict[str, Any]) -> Decommission:
         return services.decommission_start(
             actor=request.user,

@@ -25,7 +25,7 @@ from onboarding.models import Onboarding
 from .models import Decommission, DecommissionEvent, Mode
 from .workflow import add_event
 
-STARTABLE = (NodeState.ACTIVE, NodeState.QUARANTINED, NodeState.DRAINING)
+STARTABLE = NodeState.DECOMMISSIONABLE
 
 
 def _profile(node: Node, profile_id: Any) -> SiteProfile | None:

@@ -32,6 +32,7 @@ from maas_domain.models import (
     AuditLog,
     MaasSite,
     Node,
+    NodeState,
     PowerCredentialOverride,
     RoceAssignment,
     SiteCredential,
@@ -572,7 +573,16 @@ NODE_STATE_COLOURS = {
 
 @admin.register(Node)
 class NodeAdmin(ReadOnlyAdmin):
-    list_display = ["hostname", "site", "sku", "state_col", "maas_system_id", "ipmi_ip", "updated"]
+    list_display = [
+        "hostname",
+        "site",
+        "sku",
+        "state_col",
+        "maas_system_id",
+        "ipmi_ip",
+        "updated",
+        "decommission_link",
+    ]
     list_filter = ["state", "site", "sku"]
     search_fields = ["hostname", "maas_system_id", "ipmi_ip"]
     list_select_related = ["site", "sku"]
@@ -589,6 +599,14 @@ class NodeAdmin(ReadOnlyAdmin):
     @admin.display(description="updated", ordering="updated_at")
     def updated(self, node: Node) -> str:
         return f"{humanize_age(timezone.now() - node.updated_at)} ago"
+
+    @admin.display(description="")
+    def decommission_link(self, node: Node) -> str:
+        """Opens the decommission start page for this node (which confirms before acting)."""
+        if node.state not in NodeState.DECOMMISSIONABLE:
+            return ""
+        url = reverse("admin:decommission_decommission_add") + f"?node={node.pk}"
+        return format_html('<a href="{}">decommission…</a>', url)
 
 
 @admin.register(Allocation)

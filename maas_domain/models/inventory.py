@@ -35,6 +35,8 @@ class NodeState:
     QUARANTINED = "quarantined"
     RETIRED = "retired"
     CHOICES = [(s, s) for s in (REGISTERED, PROVISIONING, ACTIVE, DRAINING, QUARANTINED, RETIRED)]
+    # states a decommission may start from (draining: left by an earlier decommission)
+    DECOMMISSIONABLE = (ACTIVE, QUARANTINED, DRAINING)
 
 
 class Node(models.Model):

@@ -242,6 +242,10 @@ class WorkflowAdmin(admin.ModelAdmin):
     def start(self, request: HttpRequest, data: dict[str, Any]) -> Any:
         raise NotImplementedError
 
+    def start_initial(self, request: HttpRequest) -> dict[str, Any]:
+        """Values the start page opens with (e.g. from a link on another page)."""
+        return {}
+
     def is_destructive(self, wf: Any, verb: str) -> bool:
         op = self._operation(verb)
         return op.destructive if op is not None else verb in self.destructive_verbs
@@ -573,7 +577,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         """The start page: the kind's start form, handed to its start service."""
         if self.start_form is None or not self.has_add_permission(request):
             raise PermissionDenied
-        form = self.start_form(request.POST or None)
+        form = self.start_form(request.POST or None, initial=self.start_initial(request))
         if request.method == "POST" and form.is_valid():
             try:
                 wf = self.start(request, form.cleaned_data)

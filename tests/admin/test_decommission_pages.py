@@ -104,3 +104,15 @@ def test_list_queries_do_not_grow_with_page_size(ops: Any) -> None:
             DecommissionAdmin.list_per_page = 50
         counts.append(len(ctx.captured_queries))
     assert counts[0] == counts[1], counts
+
+
+def test_node_list_links_to_a_prefilled_decommission_start(ops: Any) -> None:
+    n = node("n07")
+    retired = Node.objects.create(site=n.site, sku=n.sku, hostname="gone", state="retired")
+    listing = ops.get("/admin/maas_domain/node/").content.decode()
+    link = f"/admin/decommission/decommission/add/?node={n.pk}"
+    assert link in listing
+    assert f"?node={retired.pk}" not in listing  # nothing to decommission
+    start = ops.get(link)
+    assert start.status_code == 200
+    assert start.context["form"].initial == {"node": n.pk}
