@@ -35,9 +35,7 @@ class CleanupSerializer(StartSerializer):
     mode = None  # type: ignore[assignment]
 
 
-class DecommissionSerializer(serializers.ModelSerializer[Decommission]):
-    queued = serializers.SerializerMethodField()
-
+class DecommissionSerializer(workflows.WorkflowSerializer):
     class Meta:
         model = Decommission
         fields = [
@@ -72,20 +70,10 @@ class DecommissionSerializer(serializers.ModelSerializer[Decommission]):
         ]
         read_only_fields = fields
 
-    def get_queued(self, wf: Decommission) -> bool:
-        return wf.state == "pending"
 
-
-class DecommissionFilter(django_filters.FilterSet):
-    site = django_filters.NumberFilter(field_name="site_id")
+class DecommissionFilter(workflows.WorkflowFilter):
     node = django_filters.NumberFilter(field_name="node_id")
     mode = django_filters.MultipleChoiceFilter(choices=Mode.CHOICES)
-    state = django_filters.MultipleChoiceFilter(
-        choices=Decommission._meta.get_field("state").choices
-    )
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
-    search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
 
     class Meta:
         model = Decommission

@@ -35,19 +35,6 @@ POLL = 600.0
 ERASING = (S.DISK_ERASING,)
 
 
-def _observe(ctx: StageContext, machine: Machine) -> None:
-    if ctx.data.get("_seen") != machine.status_name:
-        ctx.data["_seen"] = machine.status_name
-        ctx.event(
-            "maas.observed",
-            f"MAAS: {machine.status_name}"
-            + (f" ({machine.status_message})" if machine.status_message else ""),
-            system_id=machine.system_id,
-            status=int(machine.status),
-            status_message=machine.status_message,
-        )
-
-
 def _machine(ctx: StageContext) -> Machine:
     return ctx.maas.get_machine(ctx.wf.maas_system_id)
 
@@ -83,7 +70,7 @@ def preflight(ctx: StageContext) -> Result:
     if problems:
         return Fail("preflight", "; ".join(problems), {"problems": problems})
     assert machine is not None
-    _observe(ctx, machine)
+    ctx.observe(machine)
     return Done(
         f"preflight checks passed; erase mode {policy.erase_mode}",
         {"maas_system_id": machine.system_id, "erase_mode": policy.erase_mode},
@@ -129,7 +116,7 @@ def drain(ctx: StageContext) -> Result:
 def release(ctx: StageContext) -> Result:
     wf, policy, maas = ctx.wf, ctx.policy, ctx.maas
     machine = _machine(ctx)
-    _observe(ctx, machine)
+    ctx.observe(machine)
     status, sid = machine.status, machine.system_id
     mode = wf.erase_mode or policy.erase_mode
     if ctx.data.get("erase_failed"):
@@ -409,7 +396,7 @@ def cancel(ctx: StageContext) -> Result:
     if not wf.maas_system_id:
         return Done("cancelled before MAAS was touched")
     machine = _machine(ctx)
-    _observe(ctx, machine)
+    ctx.observe(machine)
     if machine.status in (S.DISK_ERASING, S.DEPLOYING) and not ctx.sent("abort"):
         ctx.maas.abort(machine.system_id, comment=_comment(ctx, "cancel"))
         ctx.event("maas.action", f"aborted {machine.status_name}")

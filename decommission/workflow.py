@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from maas_domain.models import Node, NodeState
 from maas_domain.policy import Policy
 from maas_domain.workflow import engine
@@ -11,19 +9,7 @@ from maas_domain.workflow import engine
 from .models import Decommission, DecommissionEvent, Mode
 from .stages import CANCEL, RESET, STAGES
 
-
-def add_event(
-    wf: Decommission, kind: str, message: str, *, stage: str = "", actor: str = "", **data: Any
-) -> None:
-    DecommissionEvent.objects.create(
-        decommission=wf,
-        kind=kind,
-        stage=stage or wf.stage,
-        attempt=wf.attempt,
-        message=message[:1000],
-        data=data,
-        actor_name=actor,
-    )
+add_event = engine.event_writer(DecommissionEvent, "decommission")
 
 
 def _policy(wf: Decommission) -> Policy:
@@ -71,16 +57,6 @@ def _on_cancelled(wf: Decommission) -> None:
         node.save()
 
 
-def _log_fields(wf: Decommission) -> dict[str, Any]:
-    return {
-        "site_id": wf.site_id,
-        "decommission_id": wf.pk,
-        "node_id": wf.node_id,
-        "maas_system_id": wf.maas_system_id or None,
-        "hostname": wf.hostname,
-    }
-
-
 def _family(wf: Decommission) -> set[tuple[str, int]]:
     return {("onboarding", wf.reimage_onboarding_id)} if wf.reimage_onboarding_id else set()
 
@@ -97,6 +73,5 @@ KIND = engine.WorkflowKind(
     select_related=("site", "profile__site", "node"),
     reset=RESET,
     cancel=CANCEL,
-    log_fields=_log_fields,
     family=_family,
 )

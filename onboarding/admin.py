@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from maas_domain.maas.diagnostics import machine_diagnostics
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus, SiteStatus
 from maas_domain.validators import hostname_error, ipv4_error
@@ -22,7 +23,6 @@ from maas_domain.workflow.admin import STATE_COLOURS, WorkflowAdmin, state_badge
 from maas_domain.workflow.models import WorkflowState
 from onboarding import services
 from onboarding.api import batch_summary
-from onboarding.diagnostics import machine_diagnostics
 from onboarding.models import Onboarding, OnboardingBatch
 from onboarding.stages import adopt_stage
 

@@ -51,9 +51,7 @@ class BatchSerializer(StrictMixin, serializers.Serializer[Any]):
     rows = serializers.JSONField()
 
 
-class OnboardingSerializer(serializers.ModelSerializer[Onboarding]):
-    queued = serializers.SerializerMethodField()
-
+class OnboardingSerializer(workflows.WorkflowSerializer):
     class Meta:
         model = Onboarding
         fields = [
@@ -88,18 +86,10 @@ class OnboardingSerializer(serializers.ModelSerializer[Onboarding]):
         ]
         read_only_fields = fields
 
-    def get_queued(self, wf: Onboarding) -> bool:
-        return wf.state == "pending"
 
-
-class OnboardingFilter(django_filters.FilterSet):
-    site = django_filters.NumberFilter(field_name="site_id")
+class OnboardingFilter(workflows.WorkflowFilter):
     profile = django_filters.NumberFilter(field_name="profile_id")
     batch = django_filters.NumberFilter(field_name="batch_id")
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
-    search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
-    state = django_filters.MultipleChoiceFilter(choices=Onboarding._meta.get_field("state").choices)
 
     class Meta:
         model = Onboarding

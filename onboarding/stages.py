@@ -36,20 +36,6 @@ def _machine(ctx: StageContext) -> Machine:
     return ctx.maas.get_machine(ctx.wf.maas_system_id)
 
 
-def _observe(ctx: StageContext, machine: Machine) -> None:
-    """A timeline entry each time the stage sees a new MAAS status."""
-    if ctx.data.get("_seen") != machine.status_name:
-        ctx.data["_seen"] = machine.status_name
-        ctx.event(
-            "maas.observed",
-            f"MAAS: {machine.status_name}"
-            + (f" ({machine.status_message})" if machine.status_message else ""),
-            system_id=machine.system_id,
-            status=int(machine.status),
-            status_message=machine.status_message,
-        )
-
-
 # -- 1. preflight ---------------------------------------------------------------------------------
 
 
@@ -198,7 +184,7 @@ def _power_parameters(wf: Any) -> dict[str, str]:
 
 def commission(ctx: StageContext) -> Result:
     machine = _machine(ctx)
-    _observe(ctx, machine)
+    ctx.observe(machine)
     status = machine.status
     if status in (S.COMMISSIONING, S.TESTING):
         return Wait(f"commissioning ({machine.status_name})", machine.system_id, int(status), POLL)
@@ -354,7 +340,7 @@ def classify_deploy_failure(ctx: StageContext, machine: Machine) -> tuple[str, s
 def deploy(ctx: StageContext) -> Result:
     wf, policy, maas = ctx.wf, ctx.policy, ctx.maas
     machine = _machine(ctx)
-    _observe(ctx, machine)
+    ctx.observe(machine)
     status = machine.status
     tries = int(ctx.data.get("deploy_tries", 0))
     if status == S.DEPLOYED:
@@ -478,7 +464,7 @@ def reset(ctx: StageContext) -> Result:
         return Done(
             "machine already gone from MAAS", {"maas_system_id": "", "created_machine": False}
         )
-    _observe(ctx, machine)
+    ctx.observe(machine)
     if machine.status in ABORTABLE and not ctx.sent("abort"):
         maas.abort(machine.system_id, comment=f"restart-clean of onboarding {wf.pk}")
         return Wait("aborting before reset", machine.system_id, int(machine.status), POLL)
@@ -501,7 +487,7 @@ def cancel(ctx: StageContext) -> Result:
     if not wf.maas_system_id:
         return Done("cancelled before MAAS was touched")
     machine = maas.get_machine(wf.maas_system_id)
-    _observe(ctx, machine)
+    ctx.observe(machine)
     if machine.status in ABORTABLE and not ctx.sent("abort"):
         maas.abort(machine.system_id, comment=f"cancel of onboarding {wf.pk}")
         ctx.event("maas.action", f"aborted {machine.status_name}")

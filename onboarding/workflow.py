@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from maas_domain.models import Node
 from maas_domain.policy import Policy
 from maas_domain.workflow import engine
 from onboarding.models import Onboarding, OnboardingEvent
 from onboarding.stages import CANCEL, RESET, STAGES
 
-
-def add_event(
-    wf: Onboarding, kind: str, message: str, *, stage: str = "", actor: str = "", **data: Any
-) -> None:
-    OnboardingEvent.objects.create(
-        onboarding=wf,
-        kind=kind,
-        stage=stage or wf.stage,
-        attempt=wf.attempt,
-        message=message[:1000],
-        data=data,
-        actor_name=actor,
-    )
+add_event = engine.event_writer(OnboardingEvent, "onboarding")
 
 
 def _policy(wf: Onboarding) -> Policy:
@@ -49,16 +35,6 @@ def _family(wf: Onboarding) -> set[tuple[str, int]]:
     return {(wf.parent_kind, wf.parent_id)} if wf.parent_kind and wf.parent_id else set()
 
 
-def _log_fields(wf: Onboarding) -> dict[str, Any]:
-    return {
-        "site_id": wf.site_id,
-        "onboarding_id": wf.pk,
-        "node_id": wf.node_id,
-        "maas_system_id": wf.maas_system_id or None,
-        "hostname": wf.hostname,
-    }
-
-
 KIND = engine.WorkflowKind(
     name="onboarding",
     model=Onboarding,
@@ -71,6 +47,5 @@ KIND = engine.WorkflowKind(
     on_cancelled=_wake_parent,
     reset=RESET,
     cancel=CANCEL,
-    log_fields=_log_fields,
     family=_family,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import django_filters
 from django.shortcuts import get_object_or_404
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -16,6 +17,7 @@ from maas_domain.api.serializers import StrictMixin
 from maas_domain.maas.diagnostics import machine_diagnostics
 from maas_domain.workflow import verbs
 from maas_domain.workflow.engine import WorkflowKind
+from maas_domain.workflow.models import WorkflowState
 
 EVENT_FIELDS = ["id", "at", "kind", "stage", "attempt", "message", "data", "actor_name"]
 
@@ -23,6 +25,25 @@ EVENT_FIELDS = ["id", "at", "kind", "stage", "attempt", "message", "data", "acto
 class VerbSerializer(StrictMixin, serializers.Serializer[Any]):
     reason = serializers.CharField(max_length=500, required=False, allow_blank=True)
     confirm = serializers.BooleanField(required=False, default=False)
+
+
+class WorkflowSerializer(serializers.ModelSerializer[Any]):
+    """Base of a kind's read serializer: ``queued`` is a workflow waiting for a site slot."""
+
+    queued = serializers.SerializerMethodField()
+
+    def get_queued(self, wf: Any) -> bool:
+        return bool(wf.state == WorkflowState.PENDING)
+
+
+class WorkflowFilter(django_filters.FilterSet):
+    """The list filters every workflow kind has; a kind adds its own and sets ``Meta.model``."""
+
+    site = django_filters.NumberFilter(field_name="site_id")
+    state = django_filters.MultipleChoiceFilter(choices=WorkflowState.CHOICES)
+    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
 
 
 def timeline(wf: Any) -> list[dict[str, Any]]:

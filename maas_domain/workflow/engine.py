@@ -84,11 +84,20 @@ class WorkflowKind:
     # Workflows that belong to this one (parent, children): not a conflict on the same node.
     family: Callable[[Any], set[tuple[str, int]]] = lambda wf: set()
     select_related: tuple[str, ...] = ()
-    log_fields: Callable[[Any], dict[str, Any]] = lambda wf: {}
     stage_index: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.stage_index = {s.name: i for i, s in enumerate(self.stages)}
+
+    def log_fields(self, wf: Any) -> dict[str, Any]:
+        """What every log line of this workflow's steps carries (docs: logging)."""
+        return {
+            "site_id": wf.site_id,
+            f"{self.name}_id": wf.pk,
+            "node_id": getattr(wf, "node_id", None),
+            "maas_system_id": getattr(wf, "maas_system_id", "") or None,
+            "hostname": wf.hostname,
+        }
 
     def load(self, pk: int) -> Any:
         return self.model.objects.select_related(*self.select_related).get(pk=pk)
@@ -112,6 +121,26 @@ class WorkflowKind:
 
 
 KINDS: dict[str, WorkflowKind] = {}
+
+
+def event_writer(event_model: Any, parent_field: str) -> Callable[..., None]:
+    """The ``add_event`` of a kind: one timeline row on ``event_model`` (attempt and stage from
+    the workflow unless given)."""
+
+    def add_event(
+        wf: Any, kind: str, message: str, *, stage: str = "", actor: str = "", **data: Any
+    ) -> None:
+        event_model.objects.create(
+            **{parent_field: wf},
+            kind=kind,
+            stage=stage or wf.stage,
+            attempt=wf.attempt,
+            message=message[:1000],
+            data=data,
+            actor_name=actor,
+        )
+
+    return add_event
 
 
 def register(kind: WorkflowKind) -> None:
@@ -162,6 +191,19 @@ class StageContext:
 
     def event(self, kind: str, message: str, **data: Any) -> None:
         self.events.append((kind, message, data))
+
+    def observe(self, machine: Any) -> None:
+        """A ``maas.observed`` timeline entry each time the stage sees a new MAAS status."""
+        if self.data.get("_seen") != machine.status_name:
+            self.data["_seen"] = machine.status_name
+            self.event(
+                "maas.observed",
+                f"MAAS: {machine.status_name}"
+                + (f" ({machine.status_message})" if machine.status_message else ""),
+                system_id=machine.system_id,
+                status=int(machine.status),
+                status_message=machine.status_message,
+            )
 
     def heartbeat(self, operation: str = "") -> None:
         """Renew the lease (and persist the scratch dict) before a MAAS mutation; if another
