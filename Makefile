@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make run` and `make check`.
-.PHONY: run check test bootstrap fmt bench
+.PHONY: run check test bootstrap fmt bench openapi
 
 run: ## run API + admin + worker + beat on the embedded default (Ctrl-C stops all)
 	scripts/bootstrap
@@ -23,3 +23,6 @@ bench: ## print performance figures (never part of make check)
 	.venv/bin/python benchmarks/bench_workflows.py 1000 100 200
 	.venv/bin/python benchmarks/bench_admin.py 100000
 	.venv/bin/python benchmarks/bench_reconcile.py 10000
+
+openapi: ## regenerate docs/openapi.yaml after an API change (a test compares it with the code)
+	.venv/bin/python manage.py spectacular --validate --fail-on-warn --file docs/openapi.yaml

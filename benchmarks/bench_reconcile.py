@@ -43,9 +43,9 @@ from django.test.utils import CaptureQueriesContext
 from maas_domain.maas.client import MaasClient
 from maas_domain.models import MaasSite, Node, Sku
 from maas_domain.services.credentials import site_credentials_write
-from maas_domain.simulator import scenario
-from maas_domain.simulator.model import Simulator
-from maas_domain.simulator.server import SimulatorServer
+from maas_simulator import scenario
+from maas_simulator.model import Simulator
+from maas_simulator.server import SimulatorServer
 from reconciliation import services
 from reconciliation.models import DriftRecord
 

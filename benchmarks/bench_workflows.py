@@ -24,7 +24,9 @@ LIMIT = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 DECOMMISSIONS = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 os.environ["MAASCP_DATABASE_URL"] = "postgresql://postgres@127.0.0.1:5432/maascp_bench"
-os.environ["MAASCP_BROKER_URL"] = "redis://127.0.0.1:6379/14"
+os.environ["MAASCP_BROKER_URL"] = os.environ.get(
+    "MAASCP_BENCH_BROKER_URL", "redis://127.0.0.1:6379/9"
+)
 os.environ.setdefault(
     "MAASCP_DATA_DIR", str(Path(__file__).resolve().parent.parent / "var" / "bench")
 )
@@ -51,15 +53,15 @@ from django.db import connections
 from config import celery_app
 from decommission.models import Decommission
 from decommission.services import decommission_start
+from devtools.demo import demo_ca_pem
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
-from maas_domain.services.demo import demo_ca_pem
 from maas_domain.services.probe import site_probe
-from maas_domain.simulator import scenario
-from maas_domain.simulator.model import Simulator
-from maas_domain.simulator.node import NodeSide
-from maas_domain.simulator.server import SimulatorServer
-from maas_domain.workflow import engine
+from maas_domain.workflow.scheduling import sweep
+from maas_simulator import scenario
+from maas_simulator.model import Simulator
+from maas_simulator.node import NodeSide
+from maas_simulator.server import SimulatorServer
 from onboarding.models import Onboarding
 from onboarding.services import onboarding_start_batch
 
@@ -117,7 +119,7 @@ def main() -> None:
 
     def beat() -> None:
         while not stop.wait(1.0):
-            engine.sweep()
+            sweep()
             connections.close_all()
 
     rows = [
@@ -161,9 +163,11 @@ def main() -> None:
 
 def report(server: SimulatorServer, phase: str, flows: Any, count: int, started: float) -> None:
     """Wait for ``flows`` to settle; print wall time, end states and MAAS requests per node."""
+    cpu = time.process_time()
     while flows.filter(state__in=("pending", "running", "waiting")).exists():
         time.sleep(1)
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     states = Counter(flows.values_list("state", flat=True))
     by_action: Counter[str] = Counter()
     for (method, action, _sid, _status), n in server.state.counters.items():
@@ -171,6 +175,8 @@ def report(server: SimulatorServer, phase: str, flows: Any, count: int, started:
     total = sum(by_action.values())
     print(f"{phase}: {count} nodes (limit {LIMIT}) in {elapsed:.1f}s: {dict(states)}")
     print(f"  MAAS requests: {total} total, {total / max(count, 1):.2f} per node")
+    per_node = cpu * 1000 / max(count, 1)
+    print(f"  CPU of this process (engine, simulator, node side): {per_node:.0f} ms per node")
     for action, n in by_action.most_common():
         print(f"    {action:<36} {n:>7}  ({n / max(count, 1):.2f}/node)")
 

@@ -8,8 +8,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
-app.autodiscover_tasks(["maas_domain.workflow"])  # workflow.* tasks live in a sub-package
+app.autodiscover_tasks()  # <app>.tasks modules; CELERY_IMPORTS lists tasks kept beside their bodies
 
 
 @signals.worker_init.connect

@@ -17,10 +17,12 @@ import secrets
 import tempfile
 from pathlib import Path
 
+import django_stubs_ext
 from cryptography.fernet import Fernet
 
 from config.env import Env, database_from_url
 
+django_stubs_ext.monkeypatch()  # ModelAdmin[...], ModelChoiceField[...] at run time (typing)
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = Env()
 
@@ -112,7 +114,19 @@ CELERY_TASK_IGNORE_RESULT = True
 # Workers keep the JSON log format of LOGGING instead of Celery's own root handler.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ALWAYS_EAGER = False
+# Celery's Django fix-up closes the database connection after every task unless this is set;
+# maas_domain/celery_signals.py recycles connections the way Django does for requests instead
+# (CONN_MAX_AGE, health checks), so a worker keeps its connection across tasks.
+CELERY_DB_REUSE_MAX = 1_000_000_000
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Modules whose Celery tasks live beside the code they run (workers import them at start).
+CELERY_IMPORTS = (
+    "maas_domain.events",
+    "maas_domain.workflow.step",
+    "maas_domain.workflow.scheduling",
+    "reconciliation.services",
+    "maas_domain.retention",
+)
 # Workflow engine (docs/architecture.md, "Workflows"): how long an execution owns a workflow
 # between heartbeats, how long a dispatched-but-unclaimed step may sit before the sweep sends it
 # again, how often the sweep runs, and when repeated deaths or transient errors end a stage.
@@ -121,15 +135,29 @@ WORKFLOW_DISPATCH_GRACE_SECONDS = env.integer("WORKFLOW_DISPATCH_GRACE_SECONDS",
 WORKFLOW_SWEEP_SECONDS = env.integer("WORKFLOW_SWEEP_SECONDS", 10, minimum=1)
 WORKFLOW_MAX_LOST_LEASES = env.integer("WORKFLOW_MAX_LOST_LEASES", 3, minimum=1)
 WORKFLOW_MAX_STAGE_TRIES = env.integer("WORKFLOW_MAX_STAGE_TRIES", 8, minimum=1)
+# Stages that finish at once run one after another in the same execution for up to this long
+# (one claim, one short transaction per stage); then the next stage is handed off as usual.
+WORKFLOW_CHAIN_SECONDS = env.integer("WORKFLOW_CHAIN_SECONDS", 60, minimum=0)
+if WORKFLOW_CHAIN_SECONDS * 2 > CELERY_TASK_SOFT_TIME_LIMIT:
+    env.errors.append(
+        "MAASCP_WORKFLOW_CHAIN_SECONDS must be at most half of the task soft time limit "
+        "(MAASCP_TASK_TIME_LIMIT - 30): a chain must end well before the task is cut off"
+    )
 # Reconciliation (docs/reconciliation.md). Its schedule is the `reconciliation-dispatch`
 # periodic task in the database (admin: Periodic tasks), created once by a migration, so
 # operators change it without a deploy; these only bound how runs behave.
 RECONCILE_MIN_GAP_SECONDS = env.integer("RECONCILE_MIN_GAP_SECONDS", 30, minimum=0)
 RECONCILE_STALE_SECONDS = env.integer("RECONCILE_STALE_SECONDS", 900, minimum=60)
 RECONCILE_STUCK_GRACE_SECONDS = env.integer("RECONCILE_STUCK_GRACE_SECONDS", 60, minimum=0)
+# Retention (docs/settings.md, maas_domain/retention.py): ages after which bookkeeping rows are
+# pruned by the hourly `retention.prune` beat task; 0 keeps that kind forever.
+RETENTION_IDEMPOTENCY_HOURS = env.integer("RETENTION_IDEMPOTENCY_HOURS", 24, minimum=0)
+RETENTION_OUTBOX_DAYS = env.integer("RETENTION_OUTBOX_DAYS", 7, minimum=0)
+RETENTION_RECONCILE_RUN_DAYS = env.integer("RETENTION_RECONCILE_RUN_DAYS", 30, minimum=0)
 CELERY_BEAT_SCHEDULE = {
     "workflow-sweep": {"task": "workflow.sweep", "schedule": float(WORKFLOW_SWEEP_SECONDS)},
     "events-publish": {"task": "events.publish", "schedule": 5.0},
+    "retention-prune": {"task": "retention.prune", "schedule": 3600.0},
 }
 CELERY_TIMEZONE = "UTC"
 
@@ -167,11 +195,44 @@ for _key in _secrets_keys:
     except ValueError:
         env.errors.append("MAASCP_SECRETS_KEY must be url-safe base64 Fernet keys (32 bytes)")
 SECRETS_KEYS = _secrets_keys
+# How long a process keeps a version of a MAAS API key it read (versions never change; 0: never).
+SECRETS_CACHE_SECONDS = env.integer("SECRETS_CACHE_SECONDS", 300, minimum=0)
 
 # --- node-facing side ---------------------------------------------------------------------------
 # The control plane as nodes reach it (enrollment, agent bootstrap); a site may override it.
 NODE_API_URL = env.url("NODE_API_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
 NODE_AGENT_VERSION = env.string("NODE_AGENT_VERSION", "1.4.2") or "1.4.2"
+if not re.fullmatch(r"[A-Za-z0-9._+-]{1,64}", NODE_AGENT_VERSION):
+    env.errors.append("MAASCP_NODE_AGENT_VERSION must be 1-64 characters of [A-Za-z0-9._+-]")
+from maas_domain import urlsafety as _urlsafety  # noqa: E402 (plain functions, no models)
+
+try:
+    _urlsafety.split(NODE_API_URL)
+except ValueError as _exc:
+    env.errors.append(f"MAASCP_NODE_API_URL is not usable in a first-boot payload: {_exc}")
+# Hosts nodes may fetch first-boot content from (the site bootstrap bundle, the node-agent
+# bootstrap), for sites without their own list; the NODE_API_URL host is always allowed.
+# Entries: host names, addresses or *.domain (docs/security.md).
+PAYLOAD_ALLOWED_HOSTS = [h.lower() for h in env.items("PAYLOAD_ALLOWED_HOSTS", [])]
+if _bad_host := _urlsafety.hosts_error(PAYLOAD_ALLOWED_HOSTS):
+    env.errors.append(f"MAASCP_PAYLOAD_ALLOWED_HOSTS: {_bad_host}")
+# Link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, ...) are refused as MAAS,
+# bundle and agent targets unless this is set (a lab whose MAAS really lives there).
+ALLOW_LINK_LOCAL_TARGETS = env.flag("ALLOW_LINK_LOCAL_TARGETS", default=False)
+# API tokens always expire: the default lifetime and the longest allowed (days).
+API_TOKEN_DAYS = env.integer("API_TOKEN_DAYS", 90, minimum=1)
+API_TOKEN_MAX_DAYS = env.integer("API_TOKEN_MAX_DAYS", 365, minimum=1)
+if API_TOKEN_DAYS > API_TOKEN_MAX_DAYS:
+    env.errors.append("MAASCP_API_TOKEN_DAYS must not exceed MAASCP_API_TOKEN_MAX_DAYS")
+# Limits on every door (maas_domain/throttling.py, docs/security.md).
+API_MUTATIONS_PER_MINUTE = env.integer("API_MUTATIONS_PER_MINUTE", 120, minimum=1)
+NODE_REQUESTS_PER_MINUTE = env.integer("NODE_REQUESTS_PER_MINUTE", 600, minimum=1)
+NODE_ENROLLS_PER_ONBOARDING = env.integer("NODE_ENROLLS_PER_ONBOARDING", 20, minimum=1)
+NODE_REFUSAL_EVENTS = env.integer("NODE_REFUSAL_EVENTS", 10, minimum=1)
+ADMIN_LOGIN_FAILURES = env.integer("ADMIN_LOGIN_FAILURES", 5, minimum=1)
+# Serve the node-facing routes only on their own listener (config/wsgi_node.py): the main one
+# (API + admin) then has none of them, so node networks need reach only the node listener.
+SEPARATE_NODE_LISTENER = env.flag("SEPARATE_NODE_LISTENER", default=False)
 # A site probe older than this does not satisfy the onboarding guardrail.
 PROBE_MAX_AGE_SECONDS = env.integer("PROBE_MAX_AGE_SECONDS", 3600, minimum=60)
 
@@ -195,6 +256,10 @@ MAAS_CONNECT_TIMEOUT = float(env.integer("MAAS_CONNECT_TIMEOUT", 5, minimum=1))
 MAAS_READ_TIMEOUT = float(env.integer("MAAS_READ_TIMEOUT", 30, minimum=1))
 # A probe answers an operator waiting at a screen: it gives up on a slow MAAS much sooner.
 MAAS_PROBE_TIMEOUT = float(env.integer("MAAS_PROBE_TIMEOUT", 10, minimum=1))
+# Every MAAS request has an overall deadline (body included) and a body cap; a redirect is never
+# followed (docs/security.md). 10,000 machines list in ~71 MB.
+MAAS_REQUEST_DEADLINE = float(env.integer("MAAS_REQUEST_DEADLINE", 120, minimum=5))
+MAAS_MAX_RESPONSE_BYTES = env.integer("MAAS_MAX_RESPONSE_MB", 256, minimum=1) << 20
 
 # --- metrics and log shipping (docs/observability.md) -------------------------------------------
 # Event metrics go to per-process files in this directory (prometheus_client multiprocess mode);
@@ -229,9 +294,30 @@ for _pair in env.items("LOKI_LABELS", []):
         continue
     LOKI_LABELS[_name.strip()] = _value.strip()
 
+# --- cache (rate-limit counters; shared by every web process in production) ---------------------
+_cache_url = env.url(
+    "CACHE_URL",
+    CELERY_BROKER_URL if (CELERY_BROKER_URL or "").startswith("redis") else None,
+    schemes=("redis", "rediss"),
+)
+CACHES: dict[str, dict[str, object]] = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+            "KEY_PREFIX": "maascp",
+        }
+        if _cache_url
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(DATA_DIR / "cache"),
+        }
+    )
+}
+
 # --- Django ----------------------------------------------------------------------------------
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "maas_domain.admin_apps.ControlPlaneAdminConfig",  # django.contrib.admin with a throttled login
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -239,17 +325,25 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc assets, served as static files (no CDN)
     "django_celery_beat",
     "maas_domain",
     "onboarding",
     "decommission",
     "reconciliation",
 ]
+if not PRODUCTION:
+    # Development tools: the MAAS simulator (`manage.py simulate_maas`) and the embedded runner
+    # with its demo (`manage.py run_embedded`). Production settings and the image leave them out.
+    INSTALLED_APPS += ["maas_simulator", "devtools"]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "maas_domain.middleware.CorrelationIdMiddleware",
+    "maas_domain.api.body.BodyGuardMiddleware",
+    "maas_domain.middleware.ListenerMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -299,14 +393,16 @@ if not PRODUCTION:
 SESSION_COOKIE_SECURE = env.flag("SECURE_COOKIES", default=PRODUCTION)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
+CSRF_FAILURE_VIEW = "maas_domain.api.exceptions.csrf_failure"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # First class decides the WWW-Authenticate header, which makes anonymous calls 401.
         "maas_domain.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Authorization by action class, failing closed (maas_domain/access.py, docs/security.md).
+    "DEFAULT_PERMISSION_CLASSES": ["maas_domain.access.ActionPermission"],
+    "DEFAULT_PARSER_CLASSES": ["maas_domain.api.body.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -314,12 +410,50 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "maas_domain.api.pagination.Pagination",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "EXCEPTION_HANDLER": "maas_domain.api.exceptions.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "maas_domain.api.schema.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": ["maas_domain.throttling.MutationThrottle"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
+# The OpenAPI document (docs/api.md, "OpenAPI"); docs/openapi.yaml is generated from it.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MAAS control plane API",
+    "DESCRIPTION": (
+        "Onboard, reimage and decommission machines through MAAS: sites, profiles, SKUs, nodes, "
+        "allocations, workflows and their recovery verbs, reconciliation. Every error has the "
+        "same body (`Error`). See docs/api.md in the repository."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],  # like the API it describes
+    "SCHEMA_PATH_PREFIX": r"/api/v1/(admin|node)",
+    "SCHEMA_PATH_PREFIX_TRIM": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+    "SORT_OPERATION_PARAMETERS": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "WorkflowStateEnum": "maas_domain.workflow.models.WorkflowState",
+        "NodeStateEnum": "maas_domain.models.inventory.NodeState",
+        "DecommissionModeEnum": "decommission.models.Mode",
+        "BatchStateEnum": "onboarding.models.BatchState",
+        "ActiveStatusEnum": "maas_domain.models.sites.SiteStatus",
+        "NodeReportStatusEnum": "onboarding.api.NODE_REPORT_STATUSES",
+        "VerbEnum": "maas_domain.api.workflows.VERB_NAMES",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "maas_domain.api.schema.error_component_hook",
+    ],
+}
+
 LOG_LEVEL = env.choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
+# Every handler redacts secret shapes (docs/security.md); a new handler must list both filters.
+_LOG_FILTERS = ["context", "redact"]
 _log_handlers: dict[str, dict[str, object]] = {
-    "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["context"]}
+    "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": _LOG_FILTERS}
 }
 if LOKI_URL:  # the JSON lines go to stdout and, batched in a thread, to Loki
     _log_handlers["loki"] = {
@@ -328,18 +462,28 @@ if LOKI_URL:  # the JSON lines go to stdout and, batched in a thread, to Loki
         "labels": LOKI_LABELS,
         "tenant": LOKI_TENANT,
         "formatter": "json",
-        "filters": ["context"],
+        "filters": _LOG_FILTERS,
     }
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "maas_domain.logging.ContextFilter"}},
+    "filters": {
+        "context": {"()": "maas_domain.logging.ContextFilter"},
+        "redact": {"()": "maas_domain.logging.RedactFilter"},
+    },
     "formatters": {"json": {"()": "maas_domain.logging.JsonFormatter"}},
     "handlers": _log_handlers,
     "root": {"handlers": list(_log_handlers), "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "kombu.connection": {"level": "ERROR"},
+        # These log request headers and bodies at DEBUG (the MAAS OAuth signature is the token
+        # secret in clear; bodies carry IPMI passwords and user data): WARNING whatever
+        # MAASCP_LOG_LEVEL says (docs/security.md).
+        **{
+            name: {"level": "WARNING"}
+            for name in ("requests_oauthlib", "oauthlib", "urllib3", "hvac")
+        },
     },
 }
 

@@ -2,5 +2,5 @@
 
 Will own node_decommissions and node_decommission_events, allocation drain/force-release, the
 release-with-erase stage and its abort / mark-fixed / no-erase fallback. Reimage reuses the
-onboarding deploy stages. Built in issue 6.
+onboarding deploy stages. See docs/decommission.md.
 """

@@ -18,7 +18,6 @@ from maas_domain.workflow.admin import WorkflowAdmin
 
 from . import services
 from .models import Decommission, Mode
-from .stages import adopt_stage
 from .workflow import KIND
 
 OUTCOME = {
@@ -31,7 +30,7 @@ OUTCOME = {
 }
 
 
-class NodeChoice(forms.ModelChoiceField):
+class NodeChoice(forms.ModelChoiceField[Node]):
     def label_from_instance(self, obj: Any) -> str:
         return f"{obj.hostname} ({obj.site.name}, {obj.state})"
 
@@ -40,7 +39,7 @@ class DecommissionStartForm(forms.Form):
     node = NodeChoice(
         queryset=Node.objects.filter(state__in=services.STARTABLE).select_related("site")
     )
-    mode = forms.ChoiceField(choices=Mode.CHOICES)
+    mode = forms.ChoiceField(choices=Mode.choices)
     profile = forms.ModelChoiceField(
         queryset=SiteProfile.objects.filter(status=ProfileStatus.ACTIVE).select_related("site"),
         required=False,
@@ -58,7 +57,6 @@ class DecommissionStartForm(forms.Form):
 @admin.register(Decommission)
 class DecommissionAdmin(WorkflowAdmin):
     kind_name = "decommission"
-    adopt = staticmethod(adopt_stage)
     diagnostics = staticmethod(lambda wf: machine_diagnostics(wf.site, wf.maas_system_id))
     extra_list_display = ("mode",)
     summary_fields = (

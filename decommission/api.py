@@ -1,4 +1,4 @@
-"""Admin API for decommissions (seed 000 §4.4): start by node, list/filter, detail, verbs."""
+"""Admin API for decommissions (docs/api.md): start by node, list/filter, detail, verbs."""
 
 from __future__ import annotations
 
@@ -6,21 +6,23 @@ from typing import Any
 
 import django_filters
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from maas_domain.access import WorkflowActions
 from maas_domain.api import workflows
 from maas_domain.api.idempotency import idempotent
+from maas_domain.api.schema import IDEMPOTENCY_KEY, path_id
 from maas_domain.api.serializers import StrictMixin
 
 from . import services
 from .models import Decommission, Mode
-from .stages import adopt_stage
 from .workflow import KIND
 
 
-class StartSerializer(StrictMixin, serializers.Serializer[Any]):
+class DecommissionStartSerializer(StrictMixin, serializers.Serializer[Any]):
     """POST /nodes/{id}/decommission (``mode``) and /nodes/{id}/storage-cleanup (no mode)."""
 
     mode = serializers.ChoiceField(choices=[Mode.REIMAGE, Mode.FULL])
@@ -28,10 +30,10 @@ class StartSerializer(StrictMixin, serializers.Serializer[Any]):
     profile_id = serializers.IntegerField(required=False)
     reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
     confirm = serializers.BooleanField(required=False, default=False)
-    confirm_host = serializers.CharField(max_length=63, required=False)
+    confirm_host = serializers.CharField(max_length=63, required=False, trim_whitespace=False)
 
 
-class CleanupSerializer(StartSerializer):
+class StorageCleanupSerializer(DecommissionStartSerializer):
     mode = None  # type: ignore[assignment]
 
 
@@ -73,30 +75,69 @@ class DecommissionSerializer(workflows.WorkflowSerializer):
 
 class DecommissionFilter(workflows.WorkflowFilter):
     node = django_filters.NumberFilter(field_name="node_id")
-    mode = django_filters.MultipleChoiceFilter(choices=Mode.CHOICES)
+    mode = django_filters.MultipleChoiceFilter(choices=Mode.choices)
 
     class Meta:
         model = Decommission
         fields = ["site", "node", "mode", "state", "stage", "hostname"]
 
 
-class DecommissionViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Decommission]):
+VerbAnswer, Detail = workflows.detail_serializers(DecommissionSerializer)
+START_EXAMPLES = [
+    OpenApiExample("reimage", {"mode": "reimage", "reason": "new driver stack"}, request_only=True),
+    OpenApiExample(
+        "full, taking the node from its tenant",
+        {"mode": "full", "confirm": True, "force_release": True, "reason": "RMA"},
+        request_only=True,
+    ),
+]
+
+
+@extend_schema_view(list=extend_schema(operation_id="decommissions_list"))
+@extend_schema(tags=["decommissions"])
+class DecommissionViewSet(
+    WorkflowActions, mixins.ListModelMixin, viewsets.GenericViewSet[Decommission]
+):
+    """Every decommission start (reimage included: it erases the disks) is ``admin``, the
+    default for a POST; verbs take their own class (maas_domain/access.py)."""
+
     serializer_class = DecommissionSerializer
     filterset_class = DecommissionFilter
     queryset = Decommission.objects.order_by("-id")
 
+    @workflows.detail_schema("decommission", Detail)
     def retrieve(self, request: Request, pk: str) -> Response:
         wf = get_object_or_404(Decommission.objects.select_related("site"), pk=pk)
         return workflows.detail(wf, DecommissionSerializer, request)
 
+    @workflows.timeline_schema("decommission")
+    def timeline(self, request: Request, pk: str) -> Response:
+        return workflows.timeline_page(get_object_or_404(Decommission, pk=pk), request)
+
+    @workflows.verb_schema("decommission", VerbAnswer)
     def verb(self, request: Request, pk: str, verb: str) -> Response:
-        return workflows.verb(request, KIND, pk, verb, DecommissionSerializer, adopt_stage)
+        return workflows.verb(request, KIND, pk, verb, DecommissionSerializer)
 
+    @extend_schema(
+        operation_id="nodes_decommission",
+        tags=["nodes"],
+        request=DecommissionStartSerializer,
+        responses={202: DecommissionSerializer},
+        parameters=[path_id("node_pk", "The node."), IDEMPOTENCY_KEY],
+        examples=START_EXAMPLES,
+    )
     def start(self, request: Request, node_pk: str) -> Response:
-        return self._start(request, node_pk, StartSerializer)
+        return self._start(request, node_pk, DecommissionStartSerializer)
 
+    @extend_schema(
+        operation_id="nodes_storage_cleanup",
+        tags=["nodes"],
+        request=StorageCleanupSerializer,
+        responses={202: DecommissionSerializer},
+        parameters=[path_id("node_pk", "The node."), IDEMPOTENCY_KEY],
+    )
     def storage_cleanup(self, request: Request, node_pk: str) -> Response:
-        return self._start(request, node_pk, CleanupSerializer, mode=Mode.STORAGE_CLEANUP)
+        return self._start(request, node_pk, StorageCleanupSerializer, mode=Mode.STORAGE_CLEANUP)
 
     def _start(
         self,

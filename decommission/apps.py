@@ -7,6 +7,6 @@ class DecommissionConfig(AppConfig):
 
     def ready(self) -> None:
         from decommission.workflow import KIND
-        from maas_domain.workflow import engine
+        from maas_domain.workflow.kinds import register
 
-        engine.register(KIND)
+        register(KIND)

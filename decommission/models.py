@@ -5,16 +5,15 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from maas_domain.models import MaasSite, Node, SiteProfile
-from maas_domain.workflow.models import Workflow, WorkflowEvent, WorkflowState
+from maas_domain.models import Node, SiteProfile
+from maas_domain.workflow.models import OPEN_STATES, Workflow, WorkflowEvent
 from onboarding.models import Onboarding
 
 
-class Mode:
-    REIMAGE = "reimage"
-    FULL = "full"
-    STORAGE_CLEANUP = "storage_cleanup"
-    CHOICES = [(m, m) for m in (REIMAGE, FULL, STORAGE_CLEANUP)]
+class Mode(models.TextChoices):
+    REIMAGE = "reimage", "reimage"
+    FULL = "full", "full"
+    STORAGE_CLEANUP = "storage_cleanup", "storage_cleanup"
 
 
 class Decommission(Workflow):
@@ -27,7 +26,6 @@ class Decommission(Workflow):
     erase was required is quarantined, never returned to a pool.
     """
 
-    site = models.ForeignKey(MaasSite, on_delete=models.PROTECT, related_name="decommissions")
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="decommissions")
     profile = models.ForeignKey(
         SiteProfile,
@@ -37,9 +35,7 @@ class Decommission(Workflow):
         related_name="decommissions",
         help_text="Policy (erase mode, fallback) and, for reimage, the deploy target.",
     )
-    mode = models.CharField(max_length=16, choices=Mode.CHOICES)
-    hostname = models.CharField(max_length=63)
-    maas_system_id = models.CharField(max_length=32, blank=True, default="")
+    mode = models.CharField(max_length=16, choices=Mode.choices)
     force_release = models.BooleanField(default=False)
     prior_node_state = models.CharField(max_length=16, blank=True, default="")
     erase_mode = models.CharField(max_length=8, blank=True, default="")
@@ -64,7 +60,7 @@ class Decommission(Workflow):
         constraints = [
             models.UniqueConstraint(
                 fields=["node"],
-                condition=Q(state__in=WorkflowState.OPEN),
+                condition=Q(state__in=OPEN_STATES),
                 name="uniq_open_decommission_per_node",
             )
         ]

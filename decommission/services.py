@@ -14,18 +14,19 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from maas_domain import audit, context, events
+from maas_domain import audit
 from maas_domain.errors import Conflict, GuardrailFailed, InvalidInput, NotFound
-from maas_domain.models import Allocation, AllocationState, Node, NodeState, SiteProfile
+from maas_domain.models import Allocation, AllocationState, Node, SiteProfile
+from maas_domain.models.inventory import DECOMMISSIONABLE
 from maas_domain.services.guardrails import guard_problems, site_problems
-from maas_domain.workflow import engine
-from maas_domain.workflows import open_on_node
+from maas_domain.workflow.kinds import open_on_node
+from maas_domain.workflow.scheduling import Start, start_workflow
 from onboarding.models import Onboarding
 
-from .models import Decommission, DecommissionEvent, Mode
-from .workflow import add_event
+from .models import Decommission, Mode
+from .workflow import KIND
 
-STARTABLE = NodeState.DECOMMISSIONABLE
+STARTABLE = DECOMMISSIONABLE
 
 
 def _profile(node: Node, profile_id: Any) -> SiteProfile | None:
@@ -53,10 +54,8 @@ def decommission_start(
     confirm: bool = False,
     confirm_host: str | None = None,
 ) -> Decommission:
-    if mode not in dict(Mode.CHOICES):
-        raise InvalidInput(
-            "Invalid mode.", fields={"mode": [f"One of: {', '.join(dict(Mode.CHOICES))}."]}
-        )
+    if mode not in Mode.values:
+        raise InvalidInput("Invalid mode.", fields={"mode": [f"One of: {', '.join(Mode.values)}."]})
     if mode == Mode.FULL and not confirm:
         raise InvalidInput(
             "A full decommission removes the machine from MAAS and retires the node: "
@@ -110,8 +109,9 @@ def decommission_start(
             )
         name = audit.actor_name(actor)
         try:
-            with transaction.atomic():
-                wf = Decommission.objects.create(
+            wf = start_workflow(
+                KIND,
+                Decommission(
                     site=site,
                     node=node,
                     profile=profile,
@@ -120,31 +120,21 @@ def decommission_start(
                     maas_system_id=node.maas_system_id,
                     force_release=force_release,
                     prior_node_state=node.state,
-                    stage="preflight",
                     requested_by=name,
                     request_reason=reason[:500],
-                    correlation_id=context.current_correlation_id(),
-                )
+                ),
+                Start(
+                    actor=actor,
+                    message=f"{mode} requested by {name}" + (f": {reason}" if reason else ""),
+                    audit_action=f"decommission.start.{mode}",
+                    reason=reason,
+                    event_data={"mode": mode},
+                ),
+            )
         except IntegrityError as exc:
             raise Conflict(f"node {node.hostname} already has an open decommission") from exc
-        DecommissionEvent.objects.create(
-            decommission=wf,
-            kind="workflow.created",
-            stage="preflight",
-            message=f"{mode} requested by {name}" + (f": {reason}" if reason else ""),
-            actor_name=name,
-        )
         for allocation in held:
             _force_release(wf, allocation, actor=actor, reason=reason)
-        audit.record(
-            actor=actor,
-            action=f"decommission.start.{mode}",
-            target=wf,
-            after=audit.snapshot(wf),
-            reason=reason,
-        )
-        events.emit("decommission", "started", wf, mode=mode)
-        engine.admit_after_commit(site.pk)
     return wf
 
 
@@ -166,7 +156,7 @@ def _force_release(
         after={"state": allocation.state, "decommission_id": wf.pk},
         reason=reason,
     )
-    add_event(
+    KIND.add_event(
         wf,
         "allocation.force_released",
         f"allocation {allocation.pk} of {allocation.holder} force-released by {name}",

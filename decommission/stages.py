@@ -1,8 +1,10 @@
-"""Decommission stages (design §6, seed 001 §4.5). Each looks at MAAS first and acts once.
+"""Decommission stages (docs/decommission.md). Each looks at MAAS first and acts once; its
+declaration at the bottom of this file says everything else about it.
 
-preflight → drain → release (erase per policy; on a failed erase: abort, mark-broken/mark-fixed,
-release without erase) → redeploy (reimage: a child onboarding runs the onboarding's own payload,
-deploy, enrollment and completion stages) or retire (full: delete from MAAS) → complete.
+preflight → drain → release (erase per policy; on a failed erase, when policy allows: abort and
+mark-broken, the machine left Broken) → redeploy (reimage: a child onboarding runs the
+onboarding's own payload, deploy, enrollment and completion stages) or retire (full: delete
+from MAAS) → complete.
 Node rows change only inside ``ctx.locked()`` (our lease held) or in the engine's hooks.
 """
 
@@ -20,38 +22,45 @@ from maas_domain.maas.factory import client_for_site
 from maas_domain.maas.status import RELEASABLE, NodeStatus
 from maas_domain.maas.types import Machine
 from maas_domain.models import Allocation, AllocationState, Node, NodeState
+from maas_domain.models.sites import ProfileStatus
 from maas_domain.services.guardrails import site_problems
-from maas_domain.workflow import engine, verbs
-from maas_domain.workflow.engine import Stage, StageContext
+from maas_domain.workflow import verbs
+from maas_domain.workflow.context import StageContext
+from maas_domain.workflow.kinds import Stage
 from maas_domain.workflow.models import WorkflowState
 from maas_domain.workflow.results import Done, Fail, Hold, Result, Wait
-from onboarding.models import Onboarding, OnboardingEvent
+from maas_domain.workflow.scheduling import Start, start_workflow
+from onboarding.models import Onboarding
+from onboarding.workflow import KIND as ONBOARDING
 
 from .models import Decommission, Mode
 
 S = NodeStatus
 W = WorkflowState
+Ctx = StageContext[Decommission]
 POLL = 600.0
 ERASING = (S.DISK_ERASING,)
 
 
-def _machine(ctx: StageContext) -> Machine:
+def _machine(ctx: Ctx) -> Machine:
     return ctx.maas.get_machine(ctx.wf.maas_system_id)
 
 
-def _comment(ctx: StageContext, what: str) -> str:
+def _comment(ctx: Ctx, what: str) -> str:
     return f"{what} (decommission {ctx.wf.pk}, {ctx.wf.mode})"
 
 
 # -- 1. preflight ---------------------------------------------------------------------------------
 
 
-def preflight(ctx: StageContext) -> Result:
+def preflight(ctx: Ctx) -> Result:
     wf, policy = ctx.wf, ctx.policy
     problems = site_problems(wf.site)
     if wf.mode == Mode.STORAGE_CLEANUP and policy.erase_mode == "none":
         problems.append("policy erase_mode is none: storage cleanup needs quick or secure")
-    if wf.mode == Mode.REIMAGE and (wf.profile is None or wf.profile.status != "active"):
+    if wf.mode == Mode.REIMAGE and (
+        wf.profile is None or wf.profile.status != ProfileStatus.ACTIVE
+    ):
         problems.append("reimage needs an active profile to deploy")
     held = list(
         Allocation.objects.filter(node_id=wf.node_id, state=AllocationState.ACTIVE).values(
@@ -77,7 +86,7 @@ def preflight(ctx: StageContext) -> Result:
     )
 
 
-def _find_machine(ctx: StageContext) -> Machine | None:
+def _find_machine(ctx: Ctx) -> Machine | None:
     wf = ctx.wf
     if wf.maas_system_id:
         try:
@@ -95,7 +104,7 @@ def _find_machine(ctx: StageContext) -> Machine | None:
 # -- 2. drain -------------------------------------------------------------------------------------
 
 
-def drain(ctx: StageContext) -> Result:
+def drain(ctx: Ctx) -> Result:
     """The node leaves its pool before MAAS is touched."""
     with ctx.locked():
         node = Node.objects.select_for_update().get(pk=ctx.wf.node_id)
@@ -113,7 +122,7 @@ def drain(ctx: StageContext) -> Result:
 # -- 3. release with erase, and the fallback ------------------------------------------------------
 
 
-def release(ctx: StageContext) -> Result:
+def release(ctx: Ctx) -> Result:
     wf, policy, maas = ctx.wf, ctx.policy, ctx.maas
     machine = _machine(ctx)
     ctx.observe(machine)
@@ -173,7 +182,7 @@ def _why(machine: Machine) -> str:
     return machine.status_message or machine.error_description or machine.status_name
 
 
-def _released(ctx: StageContext, mode: str) -> Result:
+def _released(ctx: Ctx, mode: str) -> Result:
     erased = None if mode == "none" else True
     if erased and ctx.wf.erased is not True:
         # a resumed workflow that finally erased: the node leaves quarantine for draining
@@ -188,7 +197,7 @@ def _released(ctx: StageContext, mode: str) -> Result:
     return Done(f"released: MAAS shows Ready; {how}", {"erased": erased or ctx.wf.erased})
 
 
-def _erase_failed(ctx: StageContext, machine: Machine, why: str) -> Result:
+def _erase_failed(ctx: Ctx, machine: Machine, why: str) -> Result:
     ctx.data["erase_failed"] = why
     ctx.event(
         "erase.failed",
@@ -203,15 +212,18 @@ def _erase_failed(ctx: StageContext, machine: Machine, why: str) -> Result:
             f"{machine.status_name} in MAAS; disks NOT erased; node quarantined",
             {"erased": False},
         )
-    ctx.event("fallback.started", "policy allows the fallback: abort, mark-fixed, release")
+    ctx.event("fallback.started", "policy allows the fallback: abort, mark-broken")
     return _fallback(ctx, machine)
 
 
-def _fallback(ctx: StageContext, machine: Machine) -> Result:
-    """Abort, mark-fixed (after mark-broken: MAAS marks only a Broken machine fixed), release
-    without erase; each step once, each in the timeline with MAAS's answer."""
+def _fallback(ctx: Ctx, machine: Machine) -> Result:
+    """Stop the failed erase and take the machine out of MAAS's Ready pool: abort (if still
+    erasing), then mark-broken, each once and each in the timeline with MAAS's answer. The
+    machine stays Broken, never released without erase to Ready where anything allocating from
+    MAAS could hand its unerased disks to the next tenant (docs/decommission.md)."""
     maas, sid, steps = ctx.maas, machine.system_id, ctx.data.setdefault("fallback", [])
-    for _ in range(5):
+    why = ctx.data["erase_failed"]
+    for _ in range(4):
         status = machine.status
         if "abort" not in steps:
             steps.append("abort")
@@ -223,40 +235,31 @@ def _fallback(ctx: StageContext, machine: Machine) -> Result:
                 ctx.event("fallback.step", f"abort: nothing in flight (MAAS shows {status.label})")
         elif status in ERASING:
             return Wait("fallback: waiting for the erase to stop", sid, int(status), 30)
-        elif "mark_broken" not in steps and status != S.BROKEN and status in RELEASABLE:
+        elif status == S.BROKEN:
+            return Hold(
+                "erase_failed",
+                f"disk erase failed ({why}); the fallback left the machine Broken in MAAS (out "
+                "of the Ready pool): disks NOT erased; node quarantined",
+                {"erased": False, "fallback_used": True},
+            )
+        elif "mark_broken" not in steps:
             steps.append("mark_broken")
             machine = _step(
                 ctx,
-                "mark-broken (MAAS marks only a Broken machine fixed)",
+                "mark-broken (keeps the unerased machine out of the Ready pool)",
                 lambda: maas.mark_broken(sid, comment=_comment(ctx, "erase failed")),
             )
-        elif "mark_fixed" not in steps and status == S.BROKEN:
-            steps.append("mark_fixed")
-            machine = _step(
-                ctx, "mark-fixed", lambda: maas.mark_fixed(sid, comment=_comment(ctx, "fallback"))
-            )
-        elif "release" not in steps and (status in RELEASABLE or status == S.READY):
-            steps.append("release")
-            machine = _step(
-                ctx,
-                "release without erase",
-                lambda: maas.release(sid, erase=False, comment=_comment(ctx, "no-erase release")),
-            )
-        elif status == S.RELEASING:
-            return Wait("fallback: releasing without erase", sid, int(status), POLL)
-        elif status in (S.READY, S.NEW) and "release" in steps:
+        else:
             return Hold(
                 "erase_failed",
-                f"disk erase failed ({ctx.data['erase_failed']}); the fallback released the "
-                "machine without erase: disks NOT erased; node quarantined",
+                f"disk erase failed ({why}) and MAAS did not mark the machine Broken: left "
+                f"{status.label} in MAAS; disks NOT erased; node quarantined",
                 {"erased": False, "fallback_used": True},
             )
-        else:
-            return Wait(f"fallback: waiting for MAAS ({status.label})", sid, int(status), 30)
     return Wait(f"fallback: waiting for MAAS ({machine.status_name})", sid, int(machine.status), 30)
 
 
-def _step(ctx: StageContext, name: str, call: Callable[[], Machine]) -> Machine:
+def _step(ctx: Ctx, name: str, call: Callable[[], Machine]) -> Machine:
     try:
         answer = call()
     except MaasError as exc:
@@ -273,11 +276,15 @@ def _step(ctx: StageContext, name: str, call: Callable[[], Machine]) -> Machine:
 # -- 4a. reimage: redeploy through the onboarding stages ------------------------------------------
 
 
-def redeploy(ctx: StageContext) -> Result:
+def redeploy(ctx: Ctx) -> Result:
     """A child onboarding runs payload → deploy → hardware sync → enrollment → complete with
     new tokens: the deploy logic exists once. A retry of this stage starts a new child."""
     wf = ctx.wf
-    child = Onboarding.objects.filter(pk=wf.reimage_onboarding_id).first()
+    child = (
+        Onboarding.objects.filter(pk=wf.reimage_onboarding_id).first()
+        if wf.reimage_onboarding_id
+        else None
+    )
     fresh = child is None or (
         child.state in (W.FAILED, W.CANCELLED) and wf.attempt > (wf.reimage_attempt or 0)
     )
@@ -303,41 +310,43 @@ def redeploy(ctx: StageContext) -> Result:
     return Wait(f"onboarding {child.pk} is {child.state} at {child.stage}", check_in=60)
 
 
-def _start_child(ctx: StageContext) -> Onboarding:
+def _start_child(ctx: Ctx) -> Onboarding:
+    """The redeploy onboarding, started at its payload stage inside this workflow's admission
+    slot (it runs at once), with its own tokens, timeline, audit row and started event."""
     wf = ctx.wf
-    now = timezone.now()
     with ctx.locked() as row:
         node = Node.objects.select_for_update().get(pk=wf.node_id)
         if node.state != NodeState.PROVISIONING:
             node.start_provisioning()
             node.save(update_fields=["state", "updated_at"])
-        child = Onboarding.objects.create(
-            site=wf.site,
-            profile=wf.profile,
-            sku=node.sku,
-            node=node,
-            hostname=wf.hostname,
-            ipmi_ip=node.ipmi_ip or "",
-            maas_system_id=wf.maas_system_id,
-            state=W.RUNNING,  # the decommission already holds an admission slot
-            stage="payload",
-            checkpoint="storage_pxe",
-            dispatch=1,
-            started_at=now,
-            correlation_id=wf.correlation_id,
-            parent_kind="decommission",
-            parent_id=wf.pk,
-        )
-        OnboardingEvent.objects.create(
-            onboarding=child,
-            kind="workflow.created",
-            stage="payload",
-            message=f"reimage of decommission {wf.pk}: redeploy with new tokens",
+        child = start_workflow(
+            ONBOARDING,
+            Onboarding(
+                site=wf.site,
+                profile=wf.profile,
+                sku=node.sku,
+                node=node,
+                hostname=wf.hostname,
+                ipmi_ip=node.ipmi_ip or "",
+                maas_system_id=wf.maas_system_id,
+                stage="payload",
+                checkpoint="storage_pxe",
+                correlation_id=wf.correlation_id,
+                parent_kind="decommission",
+                parent_id=wf.pk,
+            ),
+            Start(
+                actor=None,
+                message=f"reimage of decommission {wf.pk}: redeploy with new tokens",
+                audit_action="onboarding.start",
+                reason=f"reimage of decommission {wf.pk}",
+                event_data={"parent_kind": "decommission", "parent_id": wf.pk},
+                run_now=True,
+            ),
         )
         row.reimage_onboarding = child
         row.reimage_attempt = wf.attempt
         row.save(update_fields=["reimage_onboarding", "reimage_attempt", "updated_at"])
-        engine.enqueue("onboarding", child.pk, 1)
     wf.reimage_onboarding_id, wf.reimage_attempt = child.pk, wf.attempt
     return child
 
@@ -345,7 +354,7 @@ def _start_child(ctx: StageContext) -> Onboarding:
 # -- 4b. full: remove from MAAS -------------------------------------------------------------------
 
 
-def retire(ctx: StageContext) -> Result:
+def retire(ctx: Ctx) -> Result:
     wf = ctx.wf
     if not ctx.policy.delete_machine_on_full_decommission:
         return Done("machine left Ready in MAAS (policy keeps it)")
@@ -360,7 +369,7 @@ def retire(ctx: StageContext) -> Result:
 # -- 5. complete ----------------------------------------------------------------------------------
 
 
-def complete(ctx: StageContext) -> Result:
+def complete(ctx: Ctx) -> Result:
     wf = ctx.wf
     if wf.mode == Mode.STORAGE_CLEANUP and wf.erased is not True:
         return Hold("not_erased", "storage cleanup ended without a confirmed erase; quarantined")
@@ -371,7 +380,7 @@ def complete(ctx: StageContext) -> Result:
 # -- operator-driven: restart-clean's reset and cancel --------------------------------------------
 
 
-def reset(ctx: StageContext) -> Result:
+def reset(ctx: Ctx) -> Result:
     """Stop what MAAS is doing for us; the next attempt erases again from the top."""
     wf = ctx.wf
     if child := _cancel_child(wf, f"restart-clean of decommission {wf.pk}"):
@@ -389,7 +398,7 @@ def reset(ctx: StageContext) -> Result:
     )
 
 
-def cancel(ctx: StageContext) -> Result:
+def cancel(ctx: Ctx) -> Result:
     wf = ctx.wf
     if child := _cancel_child(wf, f"decommission {wf.pk} cancelled"):
         return Wait(f"waiting for onboarding {child} to cancel", check_in=30)
@@ -412,7 +421,7 @@ def _cancel_child(wf: Decommission, reason: str) -> int | None:
     if child is None or not child.is_open:
         return None
     if child.state in verbs.VERBS["cancel"].sources:
-        verbs.apply(engine.KINDS["onboarding"], child.pk, "cancel", actor=None, reason=reason)
+        verbs.apply(ONBOARDING, child.pk, "cancel", actor=None, reason=reason)
     elif child.state == W.MANUAL_INTERVENTION:
         return None  # frozen by an operator: it drives nothing
     return child.pk
@@ -432,7 +441,7 @@ def adopt_stage(wf: Decommission) -> tuple[str, dict[str, Any]]:
     finally:
         client.close()
     if machine.status == S.READY and (wf.erased or wf.erase_mode == "none"):
-        stage = {Mode.REIMAGE: "redeploy", Mode.FULL: "retire"}.get(wf.mode, "complete")
+        stage = {Mode.REIMAGE: "redeploy", Mode.FULL: "retire"}.get(Mode(wf.mode), "complete")
     elif machine.status == S.DEPLOYED and wf.mode == Mode.REIMAGE and wf.reimage_onboarding_id:
         stage = "redeploy"
     elif machine.status in RELEASABLE or machine.status in (
@@ -450,41 +459,67 @@ def adopt_stage(wf: Decommission) -> tuple[str, dict[str, Any]]:
     return stage, {"maas_status": machine.status_name, "adopted_stage": stage}
 
 
-def _mode(*modes: str) -> Callable[[Any], bool]:
+def _mode(*modes: str) -> Callable[[Decommission], bool]:
     return lambda wf: wf.mode in modes
 
 
-STAGES = [
-    Stage(
-        "preflight",
-        preflight,
-        ["GET machine (or GET machines/?hostname=)"],
-    ),
-    Stage("drain", drain, []),
+# What MAAS may show while a decommission releases or retires a machine (reconciliation).
+RELEASING = frozenset(
+    {
+        S.DEPLOYED,
+        S.ALLOCATED,
+        S.DEPLOYING,
+        S.FAILED_DEPLOYMENT,
+        S.RELEASING,
+        S.FAILED_RELEASING,
+        S.DISK_ERASING,
+        S.FAILED_DISK_ERASING,
+        S.READY,
+        S.NEW,
+        S.BROKEN,
+    }
+)
+
+STAGES: list[Stage[Decommission]] = [
+    Stage("preflight", preflight, 300, ("GET machine (or GET machines/?hostname=)",)),
+    Stage("drain", drain, 600),
     Stage(
         "release",
         release,
-        [
+        3600,
+        (
             "GET machine",
             "POST machines/ op=allocate (only if Ready and an erase is required)",
             "POST op=release with the policy's erase mode",
-            "on a failed erase (policy permitting): POST op=abort, op=mark_broken, op=mark_fixed, "
-            "op=release erase=false",
-        ],
+            "on a failed erase (policy permitting): POST op=abort (if erasing), op=mark_broken",
+        ),
+        expects=RELEASING,
     ),
     Stage(
         "redeploy",
         redeploy,
-        ["a child onboarding: payload, POST op=deploy, enrollment, completion gates"],
+        10800,
+        ("a child onboarding: payload, POST op=deploy, enrollment, completion gates",),
         applies=_mode(Mode.REIMAGE),
     ),
     Stage(
         "retire",
         retire,
-        ["DELETE machine (unless policy keeps it)"],
+        600,
+        ("DELETE machine (unless policy keeps it)",),
+        expects=RELEASING,
+        machine_may_vanish=True,
         applies=_mode(Mode.FULL),
     ),
-    Stage("complete", complete, []),
+    Stage("complete", complete, 300, machine_may_vanish=True),
 ]
-RESET = Stage("reset", reset, ["GET machine", "POST op=abort (if erasing or deploying)"])
-CANCEL = Stage("cancel", cancel, ["GET machine", "POST op=abort (if erasing or deploying)"])
+RESET: Stage[Decommission] = Stage(
+    "reset",
+    reset,
+    None,
+    ("GET machine", "POST op=abort (if erasing or deploying)"),
+    machine_may_vanish=True,
+)
+CANCEL: Stage[Decommission] = Stage(
+    "cancel", cancel, None, ("GET machine", "POST op=abort (if erasing or deploying)")
+)

@@ -8,6 +8,7 @@ from maas_domain.workflow.verbs import VERBS as VERB_NAMES
 decommissions = api.DecommissionViewSet.as_view({"get": "list"})
 decommission = api.DecommissionViewSet.as_view({"get": "retrieve"})
 verb = api.DecommissionViewSet.as_view({"post": "verb"})
+timeline = api.DecommissionViewSet.as_view({"get": "timeline"})
 start = api.DecommissionViewSet.as_view({"post": "start"})
 cleanup = api.DecommissionViewSet.as_view({"post": "storage_cleanup"})
 VERBS = "(?P<verb>" + "|".join(VERB_NAMES) + ")"
@@ -16,6 +17,7 @@ admin_urlpatterns = [
     re_path(r"^decommissions/?$", decommissions, name="decommission-list"),
     re_path(r"^decommissions/(?P<pk>[0-9]+)/?$", decommission, name="decommission-detail"),
     re_path(rf"^decommissions/(?P<pk>[0-9]+)/{VERBS}/?$", verb, name="decommission-verb"),
+    re_path(r"^decommissions/(?P<pk>[0-9]+)/timeline/?$", timeline, name="decommission-timeline"),
     re_path(r"^nodes/(?P<node_pk>[0-9]+)/decommission/?$", start, name="node-decommission"),
     re_path(r"^nodes/(?P<node_pk>[0-9]+)/storage-cleanup/?$", cleanup, name="node-storage-cleanup"),
 ]

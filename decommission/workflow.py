@@ -1,15 +1,14 @@
-"""The decommission workflow as the engine sees it: stages, policy, node moves on each outcome."""
+"""The decommission workflow kind: its stages (``stages.py``), policy, and the node's moves on
+each outcome."""
 
 from __future__ import annotations
 
 from maas_domain.models import Node, NodeState
 from maas_domain.policy import Policy
-from maas_domain.workflow import engine
+from maas_domain.workflow.kinds import WorkflowKind
 
 from .models import Decommission, DecommissionEvent, Mode
-from .stages import CANCEL, RESET, STAGES
-
-add_event = engine.event_writer(DecommissionEvent, "decommission")
+from .stages import CANCEL, RESET, STAGES, adopt_stage
 
 
 def _policy(wf: Decommission) -> Policy:
@@ -40,7 +39,7 @@ def _quarantine(wf: Decommission) -> None:
     if node.state in (NodeState.DRAINING, NodeState.ACTIVE, NodeState.PROVISIONING):
         node.quarantine()
         node.save()
-        add_event(wf, "node.quarantined", f"node {node.hostname} quarantined: {wf.reason}")
+        KIND.add_event(wf, "node.quarantined", f"node {node.hostname} quarantined: {wf.reason}")
 
 
 def _on_cancelled(wf: Decommission) -> None:
@@ -61,17 +60,18 @@ def _family(wf: Decommission) -> set[tuple[str, int]]:
     return {("onboarding", wf.reimage_onboarding_id)} if wf.reimage_onboarding_id else set()
 
 
-KIND = engine.WorkflowKind(
+KIND: WorkflowKind[Decommission] = WorkflowKind(
     name="decommission",
     model=Decommission,
+    event_model=DecommissionEvent,
     stages=STAGES,
-    add_event=add_event,
     policy=_policy,
     on_success=_on_success,
     on_hold=_quarantine,
     on_cancelled=_on_cancelled,
-    select_related=("site", "profile__site", "node"),
     reset=RESET,
     cancel=CANCEL,
+    adopt=adopt_stage,
     family=_family,
+    select_related=("site", "profile__site", "node"),
 )

@@ -25,6 +25,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from maas_domain import admin_audit, urlsafety
+from maas_domain.access import Action, ActionAdmin, allowed
 from maas_domain.errors import DomainError, InvalidInput
 from maas_domain.models import (
     Allocation,
@@ -32,18 +34,19 @@ from maas_domain.models import (
     AuditLog,
     MaasSite,
     Node,
-    NodeState,
     PowerCredentialOverride,
     RoceAssignment,
     SiteCredential,
     SiteProfile,
     Sku,
 )
+from maas_domain.models.inventory import DECOMMISSIONABLE, NodeState
 from maas_domain.policy import merge_policy, policy_sources, resolve_policy, validate_policy
 from maas_domain.services import sites as site_services
 from maas_domain.services import skus as sku_services
 from maas_domain.services.credentials import site_credentials_metadata, site_credentials_write
 from maas_domain.services.probe import site_probe
+from maas_domain.services.tokens import api_token_revoke
 from maas_domain.validators import interface_error, ipv4_subnet_error
 from maas_domain.workflow.admin import humanize_age
 
@@ -64,7 +67,7 @@ def health_badge(health: str) -> SafeString:
     )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ActionAdmin[Any]):
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER  # audit log and nodes grow large: no facet counts
 
@@ -86,7 +89,7 @@ def _checked(check: Any) -> Any:
     return run
 
 
-class ServiceBackedAdmin(admin.ModelAdmin):
+class ServiceBackedAdmin(ActionAdmin[Any]):
     """Add and change forms whose save is one service call (create/update, audited there).
 
     ``policy_attr`` names the JSON policy field: the form edits the whole explicit dict and the
@@ -97,9 +100,6 @@ class ServiceBackedAdmin(admin.ModelAdmin):
 
     policy_attr = "policy"
     show_full_result_count = False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # disabled, never deleted (status field)
 
     def create(self, request: HttpRequest, data: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -135,11 +135,15 @@ class ServiceBackedAdmin(admin.ModelAdmin):
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
         except DomainError as exc:  # raised inside the admin's transaction: nothing changed
-            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
+            detail = "; ".join(
+                f"{k}: {' '.join(v)}" for k, v in (exc.extra.get("fields") or {}).items()
+            )
+            text = f"Not saved: {exc.message}" + (f" {detail}" if detail else "")
+            self.message_user(request, text, messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
 
 
-class PolicyFormMixin(forms.ModelForm):
+class PolicyFormMixin(forms.ModelForm[Any]):
     policy_attr = "policy"
     expected_revision = forms.IntegerField(widget=forms.HiddenInput, required=False)
 
@@ -189,7 +193,24 @@ class SiteForm(PolicyFormMixin):
             "approved_hosts",
             "ca_bundle_pem",
             "node_api_url",
+            "payload_allowed_hosts",
+            "allow_http",
         ]
+
+    def clean_payload_allowed_hosts(self) -> list[str]:
+        value = self.cleaned_data.get("payload_allowed_hosts") or []
+        if reason := urlsafety.hosts_error(value):
+            raise forms.ValidationError(reason)
+        return list(value)
+
+    def clean_node_api_url(self) -> str:
+        value = str(self.cleaned_data.get("node_api_url") or "")
+        if value:
+            try:
+                urlsafety.split(value)
+            except urlsafety.UrlRefused as exc:
+                raise forms.ValidationError(str(exc)) from exc
+        return value
 
 
 @admin.register(MaasSite)
@@ -214,12 +235,16 @@ class MaasSiteAdmin(ServiceBackedAdmin):
         ("MAAS", {"fields": ["maas_url", "maas_user", "verify_tls", "pxe_subnet"]}),
         ("Policy (explicit keys; the rest inherit defaults)", {"fields": ["policy"]}),
         ("First-live-run guard", {"fields": ["guarded", "approved_hosts"]}),
-        ("Nodes", {"fields": ["ca_bundle_pem", "node_api_url"]}),
+        (
+            "Nodes",
+            {"fields": ["ca_bundle_pem", "node_api_url", "payload_allowed_hosts", "allow_http"]},
+        ),
         ("Health", {"fields": ["health", "last_probe_at", "revision"]}),
     ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MaasSite]:
-        return super().get_queryset(request).annotate(n_profiles=Count("profiles"))
+        sites: QuerySet[MaasSite] = super().get_queryset(request)
+        return sites.annotate(n_profiles=Count("profiles"))
 
     @admin.display(description="health", ordering="health")
     def health_col(self, site: MaasSite) -> SafeString:
@@ -262,9 +287,8 @@ class MaasSiteAdmin(ServiceBackedAdmin):
             *super().get_urls(),
         ]
 
-    def _site(self, request: HttpRequest, pk: int, *, write: bool) -> MaasSite:
-        allowed = self.has_change_permission if write else self.has_view_permission
-        if not allowed(request):
+    def _site(self, request: HttpRequest, pk: int, *, action: Action) -> MaasSite:
+        if not allowed(request.user, action):
             raise PermissionDenied
         site = MaasSite.objects.filter(pk=pk).first()
         if site is None:
@@ -289,17 +313,21 @@ class MaasSiteAdmin(ServiceBackedAdmin):
                 credentials=site_credentials_metadata(site=site),
                 policy_rows=[(k, json.dumps(v), sources.get(k, "")) for k, v in effective.items()],
                 probe_url=reverse("admin:maas_domain_maassite_probe", args=[site.pk]),
+                unconfirmed_url=SiteCredential.objects.filter(site=site, kind="maas_api_key")
+                .exclude(bound_url=site.maas_url, bound_verify_tls=site.verify_tls)
+                .exists(),
                 credentials_url=reverse("admin:maas_domain_maassite_credentials", args=[site.pk]),
             )
         return super().change_view(request, object_id, form_url, extra)
 
     def probe_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        site = self._site(request, pk, write=True)
+        site = self._site(request, pk, action=Action.OPERATE)
         back = reverse("admin:maas_domain_maassite_change", args=[site.pk])
         if request.method != "POST":
             return HttpResponseRedirect(back)
         try:
-            result = site_probe(actor=request.user, site_id=site.pk)
+            confirm = request.POST.get("confirm_maas_url") or None
+            result = site_probe(actor=request.user, site_id=site.pk, confirm_maas_url=confirm)
         except DomainError as exc:
             self.message_user(request, f"Probe refused: {exc.message}", messages.ERROR)
             return HttpResponseRedirect(back)
@@ -313,7 +341,7 @@ class MaasSiteAdmin(ServiceBackedAdmin):
         return HttpResponseRedirect(back)
 
     def credentials_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        site = self._site(request, pk, write=True)
+        site = self._site(request, pk, action=Action.ADMIN)
         form = CredentialsForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             try:
@@ -537,10 +565,11 @@ class PowerCredentialOverrideAdmin(SecretRefAdmin):
 
 
 @admin.register(Sku)
-class SkuAdmin(admin.ModelAdmin):
+class SkuAdmin(ActionAdmin[Sku]):
     list_display = ["code", "name", "gpu_model", "gpu_count", "active", "node_count"]
     list_filter = ["active", "gpu_model"]
     search_fields = ["code", "name", "gpu_model"]
+    readonly_fields = ["revision"]  # the services count it
     show_full_result_count = False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Sku]:
@@ -550,9 +579,6 @@ class SkuAdmin(admin.ModelAdmin):
     def node_count(self, sku: Any) -> int:
         return int(sku.n_nodes)
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # nodes and workflows refer to it; deactivate instead
-
     def save_model(self, request: HttpRequest, obj: Sku, form: Any, change: bool) -> None:
         if change:
             changes = {k: form.cleaned_data[k] for k in form.changed_data}
@@ -561,13 +587,13 @@ class SkuAdmin(admin.ModelAdmin):
             obj.pk = sku_services.sku_create(actor=request.user, data=form.cleaned_data).pk
 
 
-NODE_STATE_COLOURS = {
-    "registered": "#6c757d",
-    "provisioning": "#0b5ed7",
-    "active": "#198754",
-    "draining": "#c25e00",
-    "quarantined": "#dc3545",
-    "retired": "#495057",
+NODE_STATE_COLOURS: dict[str, str] = {
+    NodeState.REGISTERED: "#6c757d",
+    NodeState.PROVISIONING: "#0b5ed7",
+    NodeState.ACTIVE: "#198754",
+    NodeState.DRAINING: "#c25e00",
+    NodeState.QUARANTINED: "#dc3545",
+    NodeState.RETIRED: "#495057",
 }
 
 
@@ -603,7 +629,7 @@ class NodeAdmin(ReadOnlyAdmin):
     @admin.display(description="")
     def decommission_link(self, node: Node) -> str:
         """Opens the decommission start page for this node (which confirms before acting)."""
-        if node.state not in NodeState.DECOMMISSIONABLE:
+        if node.state not in DECOMMISSIONABLE:
             return ""
         url = reverse("admin:decommission_decommission_add") + f"?node={node.pk}"
         return format_html('<a href="{}">decommission…</a>', url)
@@ -642,12 +668,45 @@ class AuditLogAdmin(ReadOnlyAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdmin):
-    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
+    """Tokens (never their values). Revocation calls the token service (audited); tokens are
+    minted by the API, ``manage.py api_token`` or ``run_embedded`` (docs/security.md)."""
+
+    list_display = [
+        "name",
+        "user",
+        "prefix",
+        "scope",
+        "created_at",
+        "created_by",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["scope"]
     exclude = ["key_hash"]
     list_select_related = ["user"]
+    actions = ["revoke_tokens"]
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        done, refused = [], []
+        for token in queryset.filter(revoked_at__isnull=True):
+            try:
+                api_token_revoke(actor=request.user, token_id=token.pk, reason="admin page")
+            except DomainError as exc:
+                refused.append(f"{token.prefix}…: {exc.message}")
+            else:
+                done.append(f"{token.prefix}…")
+        if done:
+            self.message_user(request, f"Revoked {len(done)}: {', '.join(done)}.")
+        for line in refused:
+            self.message_user(request, f"Not revoked {line}", messages.ERROR)
 
 
-# -- drift and reconcile runs (issue 7) ----------------------------------------------------------
+admin_audit.install()
+
+
+# -- drift and reconcile runs (docs/reconciliation.md) ---------------------------------------------
 # reconciliation/admin.py registers its DriftRecord and ReconcileRun admins (see docs/admin.md,
 # "Drift"): read-only lists with site/kind/status filters and resolve actions that call the
 # reconciliation services, built with the same helpers as above (ReadOnlyAdmin, health_badge).

@@ -8,6 +8,13 @@ class MaasDomainConfig(AppConfig):
 
     def ready(self) -> None:
         from maas_domain import celery_signals  # noqa: F401 (connects the signal handlers)
+        from maas_domain.events import outbox_gauge
         from maas_domain.logging import install_record_factory
+        from maas_domain.observability.metrics import register_gauge_source
+        from maas_domain.workflow.kinds import workflows_gauge
 
         install_record_factory()
+        # The metrics endpoint's database-derived gauges (docs/observability.md): each part of
+        # the core registers its own, so observability never imports the engine.
+        register_gauge_source("workflows", workflows_gauge)
+        register_gauge_source("outbox", outbox_gauge)

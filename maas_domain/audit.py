@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -13,15 +12,14 @@ from django.db import models, transaction
 
 from maas_domain import context
 from maas_domain.models import AuditLog
+from maas_domain.redaction import REDACTED, is_secret_name
 
-REDACTED = "[redacted]"
-_SECRET_KEY = re.compile(r"(password|passwd|secret|token|api_?key|credential)", re.IGNORECASE)
 Actor = AbstractBaseUser | AnonymousUser | None
 
 
 def _is_secret(key: Any, value: Any) -> bool:
     scalar = isinstance(value, str | int | float | bytes) and not isinstance(value, bool)
-    return scalar and value != "" and bool(_SECRET_KEY.search(str(key)))
+    return scalar and value != "" and is_secret_name(key)
 
 
 def redact(value: Any) -> Any:
@@ -94,4 +92,5 @@ def record(
         after=redact(_jsonable(after)) if after is not None else None,
         reason=reason[:500],
         correlation_id=context.current_correlation_id(),
+        api_token_id=context.api_token_id.get(),
     )

@@ -1,17 +1,17 @@
-"""Bearer tokens for API clients, stored as SHA-256 hashes."""
+"""Bearer tokens for API clients, stored as SHA-256 hashes (creation and revocation are services
+in ``maas_domain/services/tokens.py``)."""
 
 from __future__ import annotations
 
 import hashlib
-import secrets
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from maas_domain import context
 from maas_domain.models import ApiToken
 
 TOKEN_PREFIX = "mcp_"  # noqa: S105 (a prefix, not a secret)
@@ -20,22 +20,6 @@ _LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
-
-
-@transaction.atomic
-def api_token_create(
-    *, user: Any, name: str, expires_in: timedelta | None = None
-) -> tuple[ApiToken, str]:
-    """Create a token; return the row and the raw token (shown once, never stored)."""
-    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        user=user,
-        name=name,
-        prefix=raw[:12],
-        key_hash=hash_token(raw),
-        expires_at=timezone.now() + expires_in if expires_in else None,
-    )
-    return token, raw
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -61,6 +45,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid or expired token.")
         if token.last_used_at is None or now - token.last_used_at > _LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        context.api_token_id.set(token.pk)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

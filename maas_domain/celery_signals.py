@@ -1,4 +1,5 @@
-"""Carry the correlation id from the code that sends a task into the task that runs it.
+"""Celery signal handlers: the correlation id travels from the code that sends a task into the
+task that runs it, and database connections live across tasks.
 
 ``before_task_publish`` copies the current correlation id into the message headers;
 ``task_prerun`` binds it (and the task name) for the task's log lines; ``task_postrun`` unbinds.
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import signals
+from django.db import close_old_connections
 
 from maas_domain import context
 
@@ -40,3 +42,13 @@ def _unbind(task_id: str = "", **_: Any) -> None:
     if tokens is not None:
         context.log_fields.reset(tokens[1])
         context.correlation_id.reset(tokens[0])
+
+
+@signals.task_prerun.connect
+@signals.task_postrun.connect
+def _recycle_connections(**_: Any) -> None:
+    """What Django does around a web request, around every task: a connection older than
+    CONN_MAX_AGE, or one that saw an error, is closed; a kept one is health-checked on first
+    use (CONN_HEALTH_CHECKS). Celery's own fix-up would open a new connection for every task
+    (``CELERY_DB_REUSE_MAX`` in config/settings.py turns it off)."""
+    close_old_connections()

@@ -14,10 +14,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-_VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_VALID_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 correlation_id: ContextVar[str | None] = ContextVar("correlation_id", default=None)
 log_fields: ContextVar[dict[str, Any] | None] = ContextVar("log_fields", default=None)
+# The API token a request authenticated with (its id): audit rows name it.
+api_token_id: ContextVar[int | None] = ContextVar("api_token_id", default=None)
 
 
 def new_correlation_id() -> str:
@@ -26,7 +28,7 @@ def new_correlation_id() -> str:
 
 def clean_correlation_id(value: str | None) -> str:
     """Accept a caller's id only if it is short and safe to log; otherwise mint one."""
-    if value and _VALID_ID.match(value):
+    if value and _VALID_ID.fullmatch(value):
         return value
     return new_correlation_id()
 

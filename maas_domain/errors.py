@@ -53,8 +53,19 @@ class ServiceUnavailable(DomainError):
     code = "unavailable"
 
 
+def secrets_unavailable(exc: Exception, consequence: str) -> ServiceUnavailable:
+    """The 503 for a secrets backend that failed (sealed, down, refused our identity): names the
+    dependency so a client or an operator knows where to look. ``exc`` never carries a value."""
+    return ServiceUnavailable(
+        f"The secrets backend is unavailable ({exc}); {consequence}. "
+        "Try again once /health/ready passes.",
+        dependency="secrets",
+    )
+
+
 class GuardrailFailed(Conflict):
-    """A first-live-run guardrail refuses the request (seed 001 §6): fix the site/profile first."""
+    """A guardrail refuses the request (docs/api.md, "Guardrails"): fix the site or profile
+    first."""
 
     code = "guardrail_failed"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from celery import current_app
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
@@ -21,9 +22,7 @@ def _database() -> None:
 
 
 def _broker() -> None:
-    from config import celery_app
-
-    with celery_app.connection_for_write() as conn:
+    with current_app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
 
 

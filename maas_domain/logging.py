@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from maas_domain import context
+from maas_domain.redaction import REDACTED, is_secret_name, redact_text
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -54,6 +55,35 @@ class ContextFilter(logging.Filter):
         return True
 
 
+class RedactFilter(logging.Filter):
+    """On every handler (docs/security.md): blank secret shapes in the message, in string
+    ``extra`` fields (a secret-named field is blanked whole) and in the traceback, before any
+    handler formats the record. Idempotent, so a record seen by several handlers is fine."""
+
+    _plain = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(record, "_maascp_redacted", False):
+            record.msg = redact_text(record.getMessage())
+            record.args = None
+            for key, value in list(vars(record).items()):
+                if key in _STANDARD or key == CONTEXT_ATTR or key.startswith("_"):
+                    continue
+                if is_secret_name(key) and value not in (None, ""):
+                    setattr(record, key, REDACTED)
+                elif isinstance(value, str):
+                    setattr(record, key, redact_text(value))
+            if record.exc_info:
+                record.exc_text = self._plain.formatException(record.exc_info)
+                record.exc_info = None
+            if record.exc_text:
+                record.exc_text = redact_text(record.exc_text)
+            if record.stack_info:
+                record.stack_info = redact_text(record.stack_info)
+            record._maascp_redacted = True
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         payload = {
@@ -70,4 +100,6 @@ class JsonFormatter(logging.Formatter):
             payload.setdefault(key, value)
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            payload["exc"] = record.exc_text
         return json.dumps(payload, default=str)

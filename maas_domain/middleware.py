@@ -11,13 +11,33 @@ from maas_domain import context
 HEADER = "X-Correlation-ID"
 
 
+NODE_LISTENER = "maascp.listener"
+
+
+class ListenerMiddleware:
+    """A request that arrived on the node listener (``config/wsgi_node.py`` marks its WSGI
+    environ) is routed by ``config.node_urls``: node routes and health checks, nothing else."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.META.get(NODE_LISTENER) == "node":
+            request.urlconf = "config.node_urls"
+        return self.get_response(request)
+
+
 class CorrelationIdMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         cid = context.clean_correlation_id(request.headers.get(HEADER))
-        with context.bound(cid):
-            response = self.get_response(request)
+        token = context.api_token_id.set(None)  # set by the token authentication, if any
+        try:
+            with context.bound(cid):
+                response = self.get_response(request)
+        finally:
+            context.api_token_id.reset(token)
         response[HEADER] = cid
         return response

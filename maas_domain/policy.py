@@ -2,8 +2,10 @@
 
 The site carries the policy as its implicit default profile; a profile may override any field.
 Resolution order, per field: the profile's override, else the site's value, else the default
-below. ``stage_timeouts`` merges per stage, so a profile can lengthen one stage's timeout without
-restating the others.
+below. ``stage_timeouts`` merges per key, so a profile can lengthen one stage's timeout without
+restating the others; its keys are ``<stage>`` (that stage in every workflow kind) or
+``<kind>.<stage>`` (one kind's stage, which wins), and the defaults are each stage's own
+declaration (``maas_domain/workflow/kinds.py``, ``Stage.timeout``).
 
 Storage: ``MaasSite.policy`` and ``SiteProfile.policy_overrides`` hold only the keys that were
 set explicitly (JSON merge-patch on update: a ``null`` removes a key). Every write goes through
@@ -13,45 +15,44 @@ set explicitly (JSON merge-patch on update: a ``null`` removes a key). Every wri
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from maas_domain import urlsafety
 from maas_domain.errors import InvalidInput
+from maas_domain.urlsafety import UrlRules
+from maas_domain.validators import digest_error, version_error
 
 ERASE_MODES = ("none", "quick", "secure")
-STAGES = (
-    "preflight",
-    "discover",
-    "commission",
-    "storage_pxe",
-    "payload",
-    "deploy",
-    "hardware_sync",
-    "enrollment",
-    "complete",
-    "drain",
-    "release",
-    "redeploy",
-    "retire",
-)
-DEFAULT_STAGE_TIMEOUTS = {
-    "preflight": 300,
-    "discover": 1800,
-    "commission": 3600,
-    "storage_pxe": 600,
-    "payload": 300,
-    "deploy": 3600,
-    "hardware_sync": 1800,
-    "enrollment": 1800,
-    "complete": 300,
-    "drain": 600,
-    "release": 3600,
-    "redeploy": 10800,
-    "retire": 600,
+_SCRIPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# The bundle is fetched by the node on first boot. Its URL's syntax is checked here; the site's
+# rules (https unless the site allows http, host allowlist) by the site services and again when
+# the payload is rendered (maas_domain/urlsafety.py).
+_BUNDLE_URL = UrlRules(schemes=("https", "http"), allow_link_local=True)
+
+
+def _bundle_url_error(value: object) -> str | None:
+    if isinstance(value, str) and value.lower().startswith("oci://"):
+        return (
+            "oci:// references are refused until the first-boot payload fetches with a tool "
+            "that speaks OCI; publish the bundle at an https:// URL."
+        )
+    return urlsafety.check(value, _BUNDLE_URL)
+
+
+def _script_name_error(value: object) -> str | None:
+    if isinstance(value, str) and _SCRIPT_NAME.fullmatch(value):
+        return None
+    return "Not a script name (names only, never script content)."
+
+
+_PATTERNS: dict[str, Callable[[object], str | None]] = {
+    "digest": digest_error,
+    "version": version_error,
+    "bundle": _bundle_url_error,
+    "script": _script_name_error,
 }
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_SCRIPT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_BUNDLE_REF = re.compile(r"^(https?|oci)://\S+$")
 
 
 def _doc(text: str, **rules: Any) -> dict[str, Any]:
@@ -87,13 +88,34 @@ class Policy:
     )
     bootstrap_bundle_ref: str = field(
         default="",
-        metadata=_doc("Site bootstrap bundle (https:// or oci:// reference).", pattern="bundle"),
+        metadata=_doc(
+            "Site bootstrap bundle URL (https://; a presigned URL is fine; oci:// is refused "
+            "until the first-boot payload fetches with a tool that speaks OCI). Its host must "
+            "be on the site's allowed list.",
+            pattern="bundle",
+            max_length=urlsafety.MAX_URL,
+        ),
     )
     bootstrap_bundle_version: str = field(
-        default="", metadata=_doc("Version of the site bootstrap bundle.", max_length=64)
+        default="",
+        metadata=_doc(
+            "Version of the site bootstrap bundle ([A-Za-z0-9._+-], at most 64).",
+            pattern="version",
+            max_length=64,
+        ),
     )
     bootstrap_bundle_digest: str = field(
         default="", metadata=_doc("sha256:<hex> digest of the bundle.", pattern="digest")
+    )
+    reachability_script: str = field(
+        default="",
+        metadata=_doc(
+            "MAAS testing script (e.g. MAAS's built-in internet-connectivity) run on the "
+            "machine before deploy with the node-facing URLs as its url parameter; empty: not "
+            "run.",
+            pattern="script",
+            max_length=128,
+        ),
     )
     commission_enable_ssh: bool = field(
         default=True, metadata=_doc("Commission with enable_ssh=1 (prototype behaviour).")
@@ -115,8 +137,11 @@ class Policy:
         default="quick", metadata=_doc("Disk erase on release.", choices=ERASE_MODES)
     )
     release_fallback_allowed: bool = field(
-        default=True,
-        metadata=_doc("After a failed erase: abort, mark-fixed, release without erase."),
+        default=False,
+        metadata=_doc(
+            "After a failed erase: abort it and mark the machine Broken in MAAS (never released "
+            "to Ready with unerased disks). Off: the machine is left as MAAS shows it."
+        ),
     )
     erase_stuck_seconds: int = field(
         default=1800,
@@ -130,8 +155,37 @@ class Policy:
         default=True, metadata=_doc("Full decommission deletes the machine from MAAS.")
     )
     stage_timeouts: dict[str, int] = field(
-        default_factory=lambda: dict(DEFAULT_STAGE_TIMEOUTS),
-        metadata=_doc("Per-stage timeout in seconds.", min=10, max=86400),
+        default_factory=dict,
+        metadata=_doc(
+            "Stage timeouts in seconds that override the stages' defaults, by <stage> or "
+            "<kind>.<stage>.",
+            min=10,
+            max=86400,
+        ),
+    )
+    batch_canary_size: int = field(
+        default=0,
+        metadata=_doc(
+            "Nodes a batch onboards first; the rest wait until all of them succeed (0: none).",
+            min=0,
+            max=100,
+        ),
+    )
+    batch_pause_after_failures: int = field(
+        default=0,
+        metadata=_doc(
+            "A batch's admission pauses once this many of its workflows failed (0: never).",
+            min=0,
+            max=5000,
+        ),
+    )
+    batch_pause_failure_percent: int = field(
+        default=0,
+        metadata=_doc(
+            "A batch's admission pauses once this share of it failed, in percent (0: never).",
+            min=0,
+            max=100,
+        ),
     )
     max_concurrent_workflows: int = field(
         default=10, metadata=_doc("Workflows running at once on the site.", min=1, max=1000)
@@ -140,11 +194,30 @@ class Policy:
     def as_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["commission_scripts"] = list(self.commission_scripts)
-        data["stage_timeouts"] = dict(self.stage_timeouts)
+        data["stage_timeouts"] = _catalogue.effective(self)
         return data
 
 
 POLICY_FIELDS = {f.name: f for f in fields(Policy)}
+
+
+@dataclass
+class _StageCatalogue:
+    """The stages policy may time out, supplied by the registry of workflow kinds
+    (``maas_domain/workflow/kinds.py``): the keys ``stage_timeouts`` accepts with the defaults
+    they override, and the effective table the API shows."""
+
+    keys: Callable[[], Mapping[str, int | None]] = dict
+    effective: Callable[[Policy], dict[str, int]] = lambda p: dict(p.stage_timeouts)
+
+
+_catalogue = _StageCatalogue()
+
+
+def use_stage_catalogue(
+    keys: Callable[[], Mapping[str, int | None]], effective: Callable[[Policy], dict[str, int]]
+) -> None:
+    _catalogue.keys, _catalogue.effective = keys, effective
 
 
 def _default(name: str) -> Any:
@@ -175,26 +248,25 @@ def _check_value(name: str, value: Any) -> tuple[Any, str | None]:
         if len(value) > rules.get("max_length", 512):
             return None, f"At most {rules.get('max_length', 512)} characters."
         pattern = rules.get("pattern")
-        if value and pattern == "digest" and not _DIGEST.match(value):
-            return None, "Must look like sha256:<64 lowercase hex digits>."
-        if value and pattern == "bundle" and not _BUNDLE_REF.match(value):
-            return None, "Must be an https://, http:// or oci:// reference."
+        if value and pattern and (reason := _PATTERNS[pattern](value)):
+            return None, reason
         return value, None
     if kind == "tuple[str, ...]":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return None, "Must be a list of strings."
         if len(value) > rules["max_items"]:
             return None, f"At most {rules['max_items']} entries."
-        bad = [v for v in value if not _SCRIPT_NAME.match(v)]
+        bad = [v for v in value if not _SCRIPT_NAME.fullmatch(v)]
         if bad:
             return None, f"Not a script name: {bad[0]!r} (names only, never script content)."
         return list(value), None
     if kind == "dict[str, int]":
         if not isinstance(value, dict):
             return None, "Must be an object of stage name to seconds."
-        unknown = sorted(set(value) - set(STAGES))
+        known = _catalogue.keys()
+        unknown = sorted(set(value) - set(known))
         if unknown:
-            return None, f"Unknown stage {unknown[0]!r}; stages are: {', '.join(STAGES)}."
+            return None, f"Unknown stage {unknown[0]!r}; stages are: {', '.join(sorted(known))}."
         for stage, seconds in value.items():
             if isinstance(seconds, bool) or not isinstance(seconds, int):
                 return None, f"Timeout for {stage!r} must be an integer number of seconds."
@@ -264,7 +336,9 @@ def resolve_policy(site_policy: dict[str, Any], overrides: dict[str, Any] | None
     return Policy(**values)
 
 
-def policy_sources(site_policy: dict[str, Any], overrides: dict[str, Any] | None = None) -> dict:
+def policy_sources(
+    site_policy: dict[str, Any], overrides: dict[str, Any] | None = None
+) -> dict[str, str]:
     """Where each effective value comes from: default, site or profile."""
     sources = {}
     for name in POLICY_FIELDS:

@@ -1,4 +1,4 @@
-"""Small operational tasks of the domain core."""
+"""The worker round-trip check (``manage.py ping_worker``, the embedded smoke test)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,6 @@ import socket
 from celery import shared_task
 
 log = logging.getLogger("maas_domain.tasks")
-
-
-@shared_task(name="events.publish")
-def publish_events() -> int:
-    from maas_domain.events import publish
-
-    return publish()
 
 
 @shared_task(name="maas_domain.ping", ignore_result=False)

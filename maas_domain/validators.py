@@ -1,18 +1,25 @@
-"""Input rules for identifiers that reach MAAS or the node: one definition each."""
+"""Input rules for identifiers that reach MAAS or the node: one definition each.
+
+Every pattern matches the *whole* string (``fullmatch``): ``$`` alone would accept a trailing
+newline (``"c07u40\n"``), a second visible name for the same host.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import re
 
-HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-INTERFACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
+HOSTNAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+INTERFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
+# Versions of what a node runs (the site bootstrap bundle, the node agent).
+VERSION = re.compile(r"[A-Za-z0-9._+-]{1,64}")
+SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def hostname_error(value: object) -> str | None:
     if not isinstance(value, str) or not value:
         return "Must be a non-empty string."
-    if not HOSTNAME.match(value):
+    if not HOSTNAME.fullmatch(value):
         return (
             "Not a valid hostname: 1-63 lowercase letters, digits or hyphens, "
             "not starting or ending with a hyphen."
@@ -23,8 +30,20 @@ def hostname_error(value: object) -> str | None:
 def interface_error(value: object) -> str | None:
     if not isinstance(value, str) or not value:
         return "Must be a non-empty string."
-    if not INTERFACE.match(value):
+    if not INTERFACE.fullmatch(value):
         return "Not a valid interface name: 1-15 characters of letters, digits, '_', '.', '-'."
+    return None
+
+
+def version_error(value: object) -> str | None:
+    if not isinstance(value, str) or not VERSION.fullmatch(value):
+        return "Must be 1-64 characters of letters, digits, '.', '_', '+', '-'."
+    return None
+
+
+def digest_error(value: object) -> str | None:
+    if not isinstance(value, str) or not SHA256_DIGEST.fullmatch(value):
+        return "Must look like sha256:<64 lowercase hex digits>."
     return None
 
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from maas_domain.access import Action, ActionAdmin, allowed
+from maas_domain.errors import DomainError
 from maas_domain.maas.diagnostics import machine_diagnostics
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus, SiteStatus
@@ -24,7 +26,6 @@ from maas_domain.workflow.models import WorkflowState
 from onboarding import services
 from onboarding.api import batch_summary
 from onboarding.models import Onboarding, OnboardingBatch
-from onboarding.stages import adopt_stage
 
 
 def _checked(check: Any) -> Any:
@@ -35,7 +36,7 @@ def _checked(check: Any) -> Any:
     return run
 
 
-class ProfileChoice(forms.ModelChoiceField):
+class ProfileChoice(forms.ModelChoiceField[SiteProfile]):
     def label_from_instance(self, obj: Any) -> str:
         return f"{obj.site.name} / {obj.name} ({obj.distro_series}, {obj.architecture})"
 
@@ -60,7 +61,6 @@ class OnboardingStartForm(forms.Form):
 @admin.register(Onboarding)
 class OnboardingAdmin(WorkflowAdmin):
     kind_name = "onboarding"
-    adopt = staticmethod(adopt_stage)
     diagnostics = staticmethod(lambda wf: machine_diagnostics(wf.site, wf.maas_system_id))
     version_fields = ("site_bundle_version", "agent_bootstrap_version")
     summary_fields = (
@@ -72,10 +72,16 @@ class OnboardingAdmin(WorkflowAdmin):
         "batch",
         *WorkflowAdmin.summary_fields[2:],
         "created_machine",
+        "pxe_mac",
+        "site_bundle_done_at",
+        "agent_started_at",
+        "node_failure",
+        "node_failure_detail",
         "enrolled_at",
         "completed_at",
     )
     start_form = OnboardingStartForm
+    add_action = Action.OPERATE
     form_field_map = {"site_id": "site", "profile_id": "profile", "sku_id": "sku"}
 
     def start(self, request: HttpRequest, data: dict[str, Any]) -> Onboarding:
@@ -90,6 +96,7 @@ class OnboardingAdmin(WorkflowAdmin):
         )
 
 
+BATCH_ACTIONS = {"resume": Action.OPERATE, "cancel": Action.ADMIN}
 _COUNTED = (
     WorkflowState.SUCCEEDED,
     WorkflowState.FAILED,
@@ -99,7 +106,7 @@ _COUNTED = (
 
 
 @admin.register(OnboardingBatch)
-class OnboardingBatchAdmin(admin.ModelAdmin):
+class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
     list_display = ["id", "site", "size", "progress", "created_by", "created_at"]
     list_filter = ["site"]
     search_fields = ["=id", "created_by", "=correlation_id"]
@@ -143,6 +150,52 @@ class OnboardingBatchAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:pk>/resume/", wrap(self.resume_view), name="onboarding_batch_resume"),
+            path("<int:pk>/cancel/", wrap(self.cancel_view), name="onboarding_batch_cancel"),
+            *super().get_urls(),
+        ]
+
+    def _can_act(self, request: HttpRequest, action: str) -> bool:
+        """As the API (maas_domain/access.py): resuming continues work (operate); cancelling
+        a whole batch is a cancel (admin)."""
+        return allowed(request.user, BATCH_ACTIONS[action])
+
+    def _batch_action(self, request: HttpRequest, pk: int, action: str) -> HttpResponse:
+        if not self._can_act(request, action):
+            raise PermissionDenied
+        back = HttpResponseRedirect(reverse("admin:onboarding_onboardingbatch_change", args=[pk]))
+        if request.method != "POST":
+            return back
+        reason = request.POST.get("reason", "").strip()[:500]
+        try:
+            if action == "resume":
+                services.batch_resume(actor=request.user, batch_id=pk, reason=reason)
+                self.message_user(request, f"batch {pk} resumed: its pending nodes start again")
+            elif request.POST.get("confirmed") != "yes":
+                self.message_user(
+                    request, "Tick the confirmation to cancel the whole batch.", messages.ERROR
+                )
+            else:
+                done = services.batch_cancel(actor=request.user, batch_id=pk, reason=reason)
+                left = done["left_for_operator"]
+                self.message_user(
+                    request,
+                    f"batch {pk} cancelled: {len(done['cancelled'])} onboardings cancelled"
+                    + (f"; {len(left)} wait for an operator" if left else ""),
+                )
+        except DomainError as exc:
+            self.message_user(request, f"{action} refused: {exc.message}", messages.ERROR)
+        return back
+
+    def resume_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        return self._batch_action(request, pk, "resume")
+
+    def cancel_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        return self._batch_action(request, pk, "cancel")
+
     def change_view(
         self,
         request: HttpRequest,
@@ -161,7 +214,7 @@ class OnboardingBatchAdmin(admin.ModelAdmin):
             raise Http404("No such batch.")
         summary = batch_summary(found)
         counts = summary["counts"]
-        order = [s for s in WorkflowState.ALL if counts.get(s)]
+        order = [s for s in WorkflowState.values if counts.get(s)]
         bars = [
             (s, counts[s], STATE_COLOURS.get(s, "#999"), 100.0 * counts[s] / max(found.size, 1))
             for s in order
@@ -182,6 +235,8 @@ class OnboardingBatchAdmin(admin.ModelAdmin):
                 {**row, "url": reverse("admin:onboarding_onboarding_change", args=[row["id"]])}
                 for row in summary["failed"]
             ],
+            "can_resume": self._can_act(request, "resume"),
+            "can_cancel": self._can_act(request, "cancel"),
             "all_url": f"{onboardings}?batch__id__exact={found.pk}",
             "failed_url": f"{onboardings}?batch__id__exact={found.pk}&state__exact=failed",
         }

@@ -6,7 +6,10 @@ class OnboardingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from maas_domain.workflow import engine
+        from maas_domain import events
+        from maas_domain.workflow.kinds import register
+        from onboarding.batches import BATCH_PAUSED
         from onboarding.workflow import KIND
 
-        engine.register(KIND)
+        register(KIND)
+        events.register_type(BATCH_PAUSED)  # not a workflow outcome: registered deliberately

@@ -6,11 +6,23 @@ from django.db import models
 from django.db.models import Q
 
 from maas_domain.models import MaasSite, Node, SiteProfile, Sku
-from maas_domain.workflow.models import Workflow, WorkflowEvent, WorkflowState
+from maas_domain.workflow.models import OPEN_STATES, Workflow, WorkflowEvent
+
+
+class BatchState(models.TextChoices):
+    RUNNING = "running", "running"
+    PAUSED = "paused", "paused"
+    CANCELLED = "cancelled", "cancelled"
 
 
 class OnboardingBatch(models.Model):
-    """A batch request: rows share site, profile and SKU; counts come from its onboardings."""
+    """A batch request: rows share site, profile and SKU; counts come from its onboardings.
+
+    Admission of its pending rows (docs/onboarding.md, "Batches: canary and failure budget"):
+    while ``canary_size`` > 0 and ``canary_passed_at`` is unset only its canary rows start;
+    ``paused`` or ``cancelled`` holds every pending row. The budget (frozen from policy at
+    creation) pauses it when failures since the last resume reach a count or a share.
+    """
 
     site = models.ForeignKey(MaasSite, on_delete=models.PROTECT, related_name="onboarding_batches")
     profile = models.ForeignKey(SiteProfile, on_delete=models.PROTECT, related_name="+")
@@ -19,6 +31,14 @@ class OnboardingBatch(models.Model):
     created_by = models.CharField(max_length=150)
     correlation_id = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=16, choices=BatchState.choices, default=BatchState.RUNNING)
+    paused_reason = models.CharField(max_length=500, blank=True, default="")
+    paused_at = models.DateTimeField(null=True, blank=True)
+    canary_size = models.PositiveIntegerField(default=0)
+    canary_passed_at = models.DateTimeField(null=True, blank=True)
+    pause_after_failures = models.PositiveIntegerField(default=0)
+    pause_failure_percent = models.PositiveSmallIntegerField(default=0)
+    failures_before_resume = models.PositiveIntegerField(default=0)
 
     class Meta:
         db_table = "node_onboarding_batches"
@@ -34,18 +54,16 @@ class Onboarding(Workflow):
 
     Invariants: at most one open onboarding per (site, hostname) (database-enforced); the
     enrollment token accepted is the one minted for the current ``attempt`` (``token_attempt``),
-    once; completion requires every gate of seed 001 §8.2 for the current attempt.
+    once; completion requires every completion gate (docs/architecture.md, "Onboarding
+    stages") for the current attempt.
     """
 
-    site = models.ForeignKey(MaasSite, on_delete=models.PROTECT, related_name="onboardings")
     profile = models.ForeignKey(SiteProfile, on_delete=models.PROTECT, related_name="onboardings")
     sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="onboardings")
-    hostname = models.CharField(max_length=63)
     ipmi_ip = models.GenericIPAddressField(protocol="IPv4")
     node = models.ForeignKey(
         Node, null=True, blank=True, on_delete=models.PROTECT, related_name="onboardings"
     )
-    maas_system_id = models.CharField(max_length=32, blank=True, default="")
     created_machine = models.BooleanField(
         default=False,
         help_text="This workflow created the MAAS machine (restart-clean deletes it).",
@@ -56,13 +74,24 @@ class Onboarding(Workflow):
     batch = models.ForeignKey(
         OnboardingBatch, null=True, blank=True, on_delete=models.PROTECT, related_name="onboardings"
     )
+    batch_canary = models.BooleanField(
+        default=False, help_text="One of its batch's canary rows (they start first)."
+    )
     confirmed_host = models.CharField(max_length=63, blank=True, default="")
     token_attempt = models.PositiveIntegerField(null=True, blank=True)
+    # Whose tokens the machine's node holds: the attempt of the payload MAAS last deployed, or
+    # the attempt whose tokens a check-in handed over (docs/onboarding.md, "Tokens").
+    node_token_attempt = models.PositiveIntegerField(null=True, blank=True)
     bootstrap_token_hash = models.CharField(max_length=64, blank=True, default="")
     enrollment_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
     site_bundle_version = models.CharField(max_length=64, blank=True, default="")
     agent_bootstrap_version = models.CharField(max_length=64, blank=True, default="")
+    # What the node reported this run (docs/onboarding.md, "Completion gates"): the site
+    # bundle ran, the node agent started, or which of the two failed and why.
+    site_bundle_done_at = models.DateTimeField(null=True, blank=True)
     agent_started_at = models.DateTimeField(null=True, blank=True)
+    node_failure = models.CharField(max_length=32, blank=True, default="")
+    node_failure_detail = models.CharField(max_length=500, blank=True, default="")
     enrolled_at = models.DateTimeField(null=True, blank=True)
     enrolled_attempt = models.PositiveIntegerField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -77,7 +106,7 @@ class Onboarding(Workflow):
         constraints = [
             models.UniqueConstraint(
                 fields=["site", "hostname"],
-                condition=Q(state__in=WorkflowState.OPEN),
+                condition=Q(state__in=OPEN_STATES),
                 name="uniq_open_onboarding_per_host",
             )
         ]

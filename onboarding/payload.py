@@ -1,4 +1,5 @@
-"""The first-boot payload: tokens for one attempt, and cloud-config rendered from templates/.
+"""The first-boot payload: tokens for one attempt, and the cloud-config built from the
+workflow's rows by ``onboarding/cloudconfig.py`` (as data, never a text template).
 
 Tokens: a bootstrap token and an enrollment token are minted together for an attempt. Their
 values go to the secrets backend (the rendered payload needs them); the onboarding row keeps
@@ -14,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.template.loader import render_to_string
 
+from maas_domain import urlsafety
 from maas_domain.models import RoceAssignment
 from maas_domain.policy import Policy
-from maas_domain.secrets import get_backend
+from maas_domain.secrets import SecretNotFound, get_backend
+from maas_domain.urlsafety import UrlRules
+from onboarding import cloudconfig
 
 
 def token_hash(raw: str) -> str:
@@ -53,10 +56,14 @@ def mint_tokens(onboarding_id: int, attempt: int) -> tuple[Tokens, dict[str, Any
 
 
 def read_tokens(wf: Any) -> Tokens | None:
-    """The current attempt's tokens, if they exist and match the stored hashes."""
+    """The current attempt's tokens, if they exist and match the stored hashes (None also when
+    the backend lost them or holds others: the row and the backend disagree)."""
     if wf.token_attempt != wf.attempt:
         return None
-    data = get_backend().read(tokens_path(wf.pk, wf.attempt))
+    try:
+        data = get_backend().read(tokens_path(wf.pk, wf.attempt))
+    except SecretNotFound:
+        return None  # lost from the secrets backend: the caller mints both again
     tokens = Tokens(data["bootstrap_token"], data["enrollment_token"])
     if (token_hash(tokens.bootstrap), token_hash(tokens.enrollment)) != (
         wf.bootstrap_token_hash,
@@ -74,32 +81,61 @@ def agent_script_url(site: Any) -> str:
     return f"{node_api_url(site)}/api/v1/node/agent/{settings.NODE_AGENT_VERSION}/bootstrap.sh"
 
 
-def render(wf: Any, policy: Policy, tokens: Tokens) -> bytes:
+# The deployment's own node URL (MAASCP_NODE_API_URL) is configuration, checked at start-up.
+_DEPLOYMENT_NODE_URL = UrlRules(schemes=("https", "http"), allow_link_local=True)
+
+
+def node_url_rules(site: Any) -> UrlRules:
+    """A site's own node API URL follows the site's rules; the deployment default is trusted."""
+    return urlsafety.site_rules(site) if site.node_api_url else _DEPLOYMENT_NODE_URL
+
+
+def first_boot(wf: Any, policy: Policy, tokens: Tokens) -> cloudconfig.FirstBoot:
     site = wf.site
     roce = (
-        list(RoceAssignment.objects.filter(site=site, hostname=wf.hostname).order_by("interface"))
+        RoceAssignment.objects.filter(site=site, hostname=wf.hostname)
+        .order_by("interface")
+        .values_list("interface", "ipv4_cidr")
         if policy.roce_phase2_enabled
         else []
     )
-    ca = site.ca_bundle_pem.strip()
-    text = render_to_string(
-        "firstboot/user-data.yaml",
-        {
-            "onboarding_id": wf.pk,
-            "attempt": wf.attempt,
-            "hostname": wf.hostname,
-            "node_api_url": node_api_url(site),
-            "enroll_url": f"{node_api_url(site)}/api/v1/node/enroll",
-            "agent_script_url": agent_script_url(site),
-            "agent_version": settings.NODE_AGENT_VERSION,
-            "enrollment_token": tokens.enrollment,
-            "bootstrap_token": tokens.bootstrap,
-            "bundle_ref": policy.bootstrap_bundle_ref,
-            "bundle_version": policy.bootstrap_bundle_version,
-            "bundle_sha256": policy.bootstrap_bundle_digest.removeprefix("sha256:"),
-            "ca_pem": ca,
-            "ca_pem_indented": "\n".join("      " + line for line in ca.splitlines()),
-            "roce": roce,
-        },
+    bundle = (
+        cloudconfig.Bundle(
+            url=policy.bootstrap_bundle_ref,
+            version=policy.bootstrap_bundle_version,
+            sha256=policy.bootstrap_bundle_digest.removeprefix("sha256:"),
+        )
+        if policy.bootstrap_bundle_ref
+        else None
     )
-    return text.encode()
+    return cloudconfig.FirstBoot(
+        onboarding_id=int(wf.pk),
+        attempt=int(wf.attempt),
+        hostname=wf.hostname,
+        node_api_url=node_api_url(site),
+        agent_version=settings.NODE_AGENT_VERSION,
+        enrollment_token=tokens.enrollment,
+        bootstrap_token=tokens.bootstrap,
+        bundle=bundle,
+        ca_pem=site.ca_bundle_pem.replace("\r\n", "\n").strip(),  # a browser form sends CRLF
+        roce=tuple((str(i), str(c)) for i, c in roce),
+    )
+
+
+def problems(wf: Any, policy: Policy) -> list[str]:
+    """Why this workflow's payload would be refused (checked by preflight, before MAAS)."""
+    placeholder = Tokens("x" * 43, "x" * 43)
+    return cloudconfig.problems(
+        first_boot(wf, policy, placeholder),
+        node_rules=node_url_rules(wf.site),
+        bundle_rules=urlsafety.site_rules(wf.site),
+    )
+
+
+def render(wf: Any, policy: Policy, tokens: Tokens) -> bytes:
+    """The attempt's user data (docs/security.md); raises ``PayloadRefused`` for a bad value."""
+    return cloudconfig.render(
+        first_boot(wf, policy, tokens),
+        node_rules=node_url_rules(wf.site),
+        bundle_rules=urlsafety.site_rules(wf.site),
+    )

@@ -6,24 +6,33 @@ runs now and what stays queued behind the site's ``max_concurrent_workflows``).
 
 from __future__ import annotations
 
+import hmac
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from maas_domain import audit, context, events
+from maas_domain import audit, context
 from maas_domain.errors import Conflict, Forbidden, GuardrailFailed, InvalidInput, NotFound
+from maas_domain.maas.errors import MaasError
+from maas_domain.maas.factory import client_for_site
 from maas_domain.models import MaasSite, Node, NodeState, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus
-from maas_domain.services.guardrails import guard_problems, site_problems
+from maas_domain.observability import metrics
+from maas_domain.secrets import SecretNotFound, SecretsError, get_backend
+from maas_domain.services.guardrails import guard_problems, site_problems, target_problems
 from maas_domain.validators import hostname_error, ipv4_error
-from maas_domain.workflow import engine
+from maas_domain.workflow import verbs
+from maas_domain.workflow.dispatch import admit_after_commit
+from maas_domain.workflow.kinds import open_on_node, open_workflows
 from maas_domain.workflow.models import WorkflowState
-from maas_domain.workflows import open_on_node, open_workflows
-from onboarding import payload
-from onboarding.models import Onboarding, OnboardingBatch, OnboardingEvent
+from maas_domain.workflow.scheduling import Start, start_workflow, start_workflows, wake
+from onboarding import batches, payload
+from onboarding.models import BatchState, Onboarding, OnboardingBatch
+from onboarding.workflow import KIND
 
 log = logging.getLogger("onboarding")
 MAX_BATCH = 5000
@@ -51,17 +60,6 @@ def _target(site_id: Any, profile_id: Any, sku_id: Any) -> Target:
         raise InvalidInput("Invalid onboarding target.", fields=errors)
     assert site is not None and profile is not None and sku is not None
     return Target(site, profile, sku)
-
-
-def target_problems(site: MaasSite, profile: SiteProfile, sku: Sku) -> list[str]:
-    """Seed 001 §6, checked when a request arrives and again by the preflight stage: site
-    enabled, its probe healthy and recent, profile active, SKU active."""
-    problems = site_problems(site)
-    if profile.status != ProfileStatus.ACTIVE:
-        problems.append(f"profile {profile.name} is disabled")
-    if not sku.active:
-        problems.append(f"SKU {sku.code} is not active")
-    return problems
 
 
 def check_guardrails(target: Target, *, hostnames: list[str], confirm_host: str | None) -> None:
@@ -115,6 +113,17 @@ def _take_node(
     return existing
 
 
+def _bmc_holders(site: MaasSite, addresses: dict[str, str]) -> dict[str, str]:
+    """hostname → the other live node that already has the IPMI address this hostname asks
+    for (the database allows one live node per BMC on a site)."""
+    held = dict(
+        Node.objects.filter(site=site, ipmi_ip__in=set(addresses.values()))
+        .exclude(state=NodeState.RETIRED)
+        .values_list("ipmi_ip", "hostname")
+    )
+    return {host: held[ip] for host, ip in addresses.items() if ip in held and held[ip] != host}
+
+
 def _onboardings_of(node: Node) -> set[tuple[str, int]]:
     """Open onboardings of the node: the unique constraint reports those (with their id)."""
     return {
@@ -145,34 +154,34 @@ def onboarding_start(
             .filter(site=target.site, hostname=hostname)
             .exclude(state=NodeState.RETIRED)
         )
+        holders = _bmc_holders(target.site, {hostname: ipmi_ip})
+        if hostname in holders:
+            raise Conflict(
+                f"{ipmi_ip} is the BMC of live node {holders[hostname]}; one BMC per live node",
+                ipmi_ip=ipmi_ip,
+            )
         node = _take_node(target.site, target.sku, hostname, ipmi_ip, live.first())
         node.save()
         try:
-            with transaction.atomic():
-                wf = Onboarding.objects.create(
+            wf = start_workflow(
+                KIND,
+                Onboarding(
                     site=target.site,
                     profile=target.profile,
                     sku=target.sku,
                     node=node,
                     hostname=hostname,
                     ipmi_ip=ipmi_ip,
-                    stage="preflight",
                     confirmed_host=confirm_host or "",
-                    correlation_id=context.current_correlation_id(),
-                )
+                ),
+                Start(
+                    actor=actor,
+                    message=f"onboarding requested by {audit.actor_name(actor)}",
+                    audit_action="onboarding.start",
+                ),
+            )
         except IntegrityError as exc:
             raise _open_conflict(target.site, hostname) from exc
-        OnboardingEvent.objects.create(
-            onboarding=wf,
-            kind="workflow.created",
-            stage="preflight",
-            attempt=1,
-            message=f"onboarding requested by {audit.actor_name(actor)}",
-            actor_name=audit.actor_name(actor),
-        )
-        audit.record(actor=actor, action="onboarding.start", target=wf, after=audit.snapshot(wf))
-        events.emit("onboarding", "started", wf)
-        engine.admit_after_commit(target.site.pk)
     return wf
 
 
@@ -244,8 +253,17 @@ def onboarding_start_batch(
             for w in open_workflows(node_id__in=[n.pk for n in nodes.values()])
             if w["kind"] != "onboarding"
         }
+        bmc = _bmc_holders(site, {r["hostname"]: r["ipmi_ip"] for r in rows})
         for i, row in enumerate(rows):
             host = row["hostname"]
+            if host in bmc:
+                errors.append(
+                    {
+                        "index": i,
+                        "field": "ipmi_ip",
+                        "reason": f"{row['ipmi_ip']} is the BMC of live node {bmc[host]}.",
+                    }
+                )
             if host in held:
                 w = held[host]
                 errors.append(
@@ -284,6 +302,8 @@ def onboarding_start_batch(
             nodes[row["hostname"]] = taken
         Node.objects.bulk_create(new_nodes, batch_size=1000)
         Node.objects.bulk_update(existing, ["state", "sku", "ipmi_ip"], batch_size=1000)
+        policy = target.profile.effective_policy()
+        canary = min(policy.batch_canary_size, len(rows))
         batch = OnboardingBatch.objects.create(
             site=site,
             profile=target.profile,
@@ -291,57 +311,49 @@ def onboarding_start_batch(
             size=len(rows),
             created_by=audit.actor_name(actor),
             correlation_id=cid,
+            canary_size=canary,
+            pause_after_failures=policy.batch_pause_after_failures,
+            pause_failure_percent=policy.batch_pause_failure_percent,
         )
         try:
-            with transaction.atomic():
-                flows = Onboarding.objects.bulk_create(
-                    [
-                        Onboarding(
-                            site=site,
-                            profile=target.profile,
-                            sku=target.sku,
-                            batch=batch,
-                            node=nodes[r["hostname"]],
-                            hostname=r["hostname"],
-                            ipmi_ip=r["ipmi_ip"],
-                            stage="preflight",
-                            correlation_id=cid,
-                        )
-                        for r in rows
-                    ],
-                    batch_size=1000,
-                )
+            start_workflows(
+                KIND,
+                [
+                    Onboarding(
+                        site=site,
+                        profile=target.profile,
+                        sku=target.sku,
+                        batch=batch,
+                        node=nodes[r["hostname"]],
+                        hostname=r["hostname"],
+                        ipmi_ip=r["ipmi_ip"],
+                        batch_canary=i < canary,  # the first rows, in request order
+                    )
+                    for i, r in enumerate(rows)
+                ],
+                Start(
+                    actor=actor,
+                    message=f"onboarding requested by {audit.actor_name(actor)} (batch {batch.pk})",
+                    audit_action="onboarding.start_batch",
+                    batch=batch,
+                    event_data={"batch_id": batch.pk},
+                ),
+            )
         except IntegrityError as exc:
             raise Conflict(
                 "A host in the batch started onboarding concurrently; retry the batch."
             ) from exc
-        OnboardingEvent.objects.bulk_create(
-            [
-                OnboardingEvent(
-                    onboarding=wf,
-                    kind="workflow.created",
-                    stage="preflight",
-                    attempt=1,
-                    message=f"onboarding requested by {audit.actor_name(actor)} (batch {batch.pk})",
-                    actor_name=audit.actor_name(actor),
-                )
-                for wf in flows
-            ],
-            batch_size=1000,
-        )
-        events.emit_many("onboarding", "started", flows, batch_id=batch.pk)
-        audit.record(
-            actor=actor,
-            action="onboarding.start_batch",
-            target=batch,
-            after={
-                "size": len(rows),
-                "hostnames": hosts,
-                "onboarding_ids": [wf.pk for wf in flows],
-            },
-        )
-        engine.admit_after_commit(site.pk)
     return batch
+
+
+REFUSED = "Enrollment refused."
+
+
+def _token_matches(wf: Onboarding | None, token: str) -> bool:
+    """Constant-time comparison of the token's hash (a missing row compares against a dummy,
+    so an unknown id costs the same as a wrong token)."""
+    expected = wf.enrollment_token_hash if wf is not None else "0" * 64
+    return hmac.compare_digest(payload.token_hash(token or ""), expected or "0" * 64)
 
 
 def onboarding_enroll(
@@ -349,47 +361,397 @@ def onboarding_enroll(
 ) -> Onboarding:
     """A node agent enrolls with the token of its onboarding's current attempt, once.
 
-    A refusal is recorded in the timeline (committed on its own: the refusing request changes
-    nothing else) and logged without the token.
+    Every refusal is the same ``Forbidden`` (an unknown id looks like a wrong token: nothing
+    tells a caller which ids exist) and is counted in ``maascp_node_refusals_total``. The check
+    takes no lock; only a valid token locks the row. Refusals write at most
+    ``NODE_REFUSAL_EVENTS`` timeline rows (and warnings) per onboarding, each without the token.
     """
+    wf = Onboarding.objects.filter(pk=onboarding_id).first()
+    valid = _token_matches(wf, token)
     refusal = ""
-    with transaction.atomic():
-        wf = Onboarding.objects.select_for_update().filter(pk=onboarding_id).first()
-        if wf is None:
-            raise NotFound("No such onboarding.")
-        if (
-            not wf.is_open
-            or wf.token_attempt != wf.attempt
-            or str(attempt) != str(wf.attempt)
-            or payload.token_hash(token or "") != wf.enrollment_token_hash
-            or hostname != wf.hostname
-        ):
-            refusal = f"stale or invalid enrollment token (claimed attempt {attempt})"
-        elif wf.enrolled_attempt == wf.attempt:
-            refusal = f"enrollment token of attempt {wf.attempt} was already used"
-        else:
-            now = timezone.now()
-            wf.agent_started_at = wf.agent_started_at or now
-            wf.enrolled_at, wf.enrolled_attempt = now, wf.attempt
-            wf.save(
-                update_fields=["agent_started_at", "enrolled_at", "enrolled_attempt", "updated_at"]
-            )
-            engine_add_event(
-                wf, "node.enrolled", f"node agent {agent_version} enrolled (attempt {wf.attempt})"
-            )
-            if wf.state == WorkflowState.WAITING and wf.stage == "enrollment":
-                engine.wake(engine.KINDS["onboarding"], wf.pk, "node enrolled")
-            return wf
+    if wf is None or not valid:
+        refusal = f"stale or invalid enrollment token (claimed attempt {attempt})"
+    else:
+        with transaction.atomic():
+            wf = Onboarding.objects.select_for_update().get(pk=wf.pk)
+            if (
+                not wf.is_open
+                or wf.token_attempt != wf.attempt
+                or str(attempt) != str(wf.attempt)
+                or not _token_matches(wf, token)
+                or hostname != wf.hostname
+            ):
+                refusal = f"stale or invalid enrollment token (claimed attempt {attempt})"
+            elif wf.enrolled_attempt == wf.attempt:
+                refusal = f"enrollment token of attempt {wf.attempt} was already used"
+            else:
+                # enrollment alone does not say the agent started: the node reports that
+                wf.enrolled_at, wf.enrolled_attempt = timezone.now(), wf.attempt
+                wf.save(update_fields=["enrolled_at", "enrolled_attempt", "updated_at"])
+                KIND.add_event(
+                    wf,
+                    "node.enrolled",
+                    f"node agent {agent_version} enrolled (attempt {wf.attempt})",
+                )
+                if wf.state == WorkflowState.WAITING and wf.stage == "enrollment":
+                    wake(KIND, wf.pk, "node enrolled")
+                return wf
+    metrics.node_refused("enroll", "replayed" if "already used" in refusal else "invalid")
+    if wf is not None and (
+        wf.events.filter(kind="enrollment.refused").count() < settings.NODE_REFUSAL_EVENTS
+    ):
+        log.warning(
+            "refused enrollment for onboarding %s: %s",
+            wf.pk,
+            refusal,
+            extra={"onboarding_id": wf.pk, "hostname": wf.hostname},
+        )
+        with transaction.atomic():
+            KIND.add_event(wf, "enrollment.refused", refusal)
+    raise Forbidden(REFUSED)
+
+
+NODE_PHASES = {"site_bundle": "site bootstrap bundle", "agent": "node agent"}
+REPORT_REFUSED = "Report refused."
+
+
+def _bootstrap_matches(wf: Onboarding | None, token: str) -> bool:
+    """Constant-time comparison with the current payload's bootstrap token hash (a missing row
+    compares against a dummy: an unknown id costs the same as a wrong token)."""
+    expected = wf.bootstrap_token_hash if wf is not None else "0" * 64
+    return hmac.compare_digest(payload.token_hash(token or ""), expected or "0" * 64)
+
+
+def onboarding_node_report(
+    *,
+    onboarding_id: Any,
+    attempt: Any,
+    token: str,
+    hostname: str,
+    phase: str,
+    ok: bool,
+    detail: str = "",
+    version: str = "",
+) -> Onboarding:
+    """The node reports one part of its first boot (the site bundle ran, the node agent
+    started, or which failed), proving itself with the bootstrap token of the payload it runs.
+
+    Each is its own completion gate (docs/onboarding.md, "First boot and the completion
+    gates"); a failure is kept with its detail and wakes a workflow waiting for the node, which
+    then fails with that part as its class. Refusals follow the enrollment endpoint's rules:
+    one uniform ``Forbidden``, no lock before the token matched, counted, a bounded number of
+    timeline rows, never the token.
+    """
+    label = NODE_PHASES[phase]
+    wf = Onboarding.objects.filter(pk=onboarding_id).first()
+    if wf is not None and _bootstrap_matches(wf, token):
+        with transaction.atomic():
+            row = Onboarding.objects.select_for_update().get(pk=wf.pk)
+            if (
+                row.is_open
+                and row.token_attempt is not None
+                and str(attempt) == str(row.token_attempt)
+                and hostname == row.hostname
+                and _bootstrap_matches(row, token)
+            ):
+                _record_report(row, phase, label, ok, detail, version)
+                return row
+    _refuse_node(wf, "report", f"refused a {label} report: invalid bootstrap token ({attempt})")
+    raise Forbidden(REPORT_REFUSED)
+
+
+def _record_report(
+    wf: Onboarding, phase: str, label: str, ok: bool, detail: str, version: str
+) -> None:
+    now = timezone.now()
+    what = f"{label} {version} " if version else f"{label} "
+    if not ok:
+        if not wf.node_failure:
+            wf.node_failure = "site_bundle" if phase == "site_bundle" else "agent_start"
+            wf.node_failure_detail = detail[:500]
+        KIND.add_event(wf, f"node.{phase}_failed", f"{what}failed on the node: {detail or '-'}")
+    elif phase == "site_bundle":
+        wf.site_bundle_done_at = wf.site_bundle_done_at or now
+        KIND.add_event(wf, "node.site_bundle", f"{what}ran on the node")
+    else:
+        wf.agent_started_at = wf.agent_started_at or now
+        KIND.add_event(wf, "node.agent_started", f"{what}started on the node")
+    wf.save(
+        update_fields=[
+            "node_failure",
+            "node_failure_detail",
+            "site_bundle_done_at",
+            "agent_started_at",
+            "updated_at",
+        ]
+    )
+    if not ok and wf.state == WorkflowState.WAITING and wf.stage == "enrollment":
+        wake(KIND, wf.pk, f"node reported {label} failure")
+
+
+def _held_bootstrap_matches(wf: Onboarding | None, token: str) -> bool:
+    """Is ``token`` the bootstrap token of the payload the node holds (``node_token_attempt``)?
+    The current attempt's hash is on the row; an earlier attempt's token is read back from the
+    secrets backend (a missing one matches nothing)."""
+    held = wf.node_token_attempt if wf is not None else None
+    if wf is None or held is None or held == wf.token_attempt:
+        return _bootstrap_matches(wf if held is not None else None, token)
+    try:
+        stored = get_backend().read(payload.tokens_path(wf.pk, held))
+    except SecretNotFound:
+        return False
+    return hmac.compare_digest(
+        payload.token_hash(token or ""), payload.token_hash(stored.get("bootstrap_token", ""))
+    )
+
+
+def onboarding_checkin(
+    *, onboarding_id: Any, attempt: Any, token: str, hostname: str
+) -> dict[str, Any]:
+    """A running node agent checks in with the bootstrap token it holds (docs/onboarding.md,
+    "Tokens, attempts and reruns"). When its onboarding runs a newer attempt that deployed
+    nothing (a rerun or adopt of a Deployed machine), the node is handed that attempt's tokens,
+    once: its own are retired, and it reports and enrolls again with the new ones. Otherwise
+    (also when the workflow is closed) nothing changes. Only a token the node cannot hold is
+    refused, like a refused enrollment."""
+    found = Onboarding.objects.filter(pk=onboarding_id).first()
+    held = found.node_token_attempt if found is not None else None
+    if (
+        found is not None
+        and str(attempt) == str(held)
+        and hostname == found.hostname
+        and _held_bootstrap_matches(found, token)
+    ):
+        with transaction.atomic():
+            wf = Onboarding.objects.select_for_update().get(pk=found.pk)
+            if wf.node_token_attempt == held:
+                answer: dict[str, Any] = {"action": "none", "onboarding_id": wf.pk}
+                newer = wf.is_open and wf.token_attempt == wf.attempt != held
+                tokens = payload.read_tokens(wf) if newer else None
+                if tokens is not None:
+                    wf.node_token_attempt = wf.attempt
+                    wf.save(update_fields=["node_token_attempt", "updated_at"])
+                    KIND.add_event(
+                        wf,
+                        "node.tokens_rotated",
+                        f"the node held attempt {held}'s tokens; handed attempt {wf.attempt}'s "
+                        "over at its check-in (no redeploy)",
+                        held_attempt=held,
+                    )
+                    answer = {
+                        "action": "reenroll",
+                        "onboarding_id": wf.pk,
+                        "attempt": wf.attempt,
+                        "bootstrap_token": tokens.bootstrap,
+                        "enrollment_token": tokens.enrollment,
+                    }
+                return answer
+    _refuse_node(found, "checkin", f"refused a check-in: invalid bootstrap token ({attempt})")
+    raise Forbidden(REPORT_REFUSED)
+
+
+def _refuse_node(wf: Onboarding | None, endpoint: str, refusal: str) -> None:
+    """Count a refused node request; record it (its own transaction, never the token) in a
+    bounded number of timeline rows and warnings per onboarding."""
+    metrics.node_refused(endpoint, "invalid")
+    if wf is None or (
+        wf.events.filter(kind="node.report_refused").count() >= settings.NODE_REFUSAL_EVENTS
+    ):
+        return
     log.warning(
-        "refused enrollment for onboarding %s: %s",
+        "refused node request for onboarding %s: %s",
         wf.pk,
         refusal,
         extra={"onboarding_id": wf.pk, "hostname": wf.hostname},
     )
     with transaction.atomic():
-        engine_add_event(wf, "enrollment.refused", refusal)
-    raise Forbidden("This enrollment token is not valid for the current attempt, or was used.")
+        KIND.add_event(wf, "node.report_refused", refusal)
 
 
-def engine_add_event(wf: Onboarding, kind: str, message: str) -> None:
-    engine.KINDS["onboarding"].add_event(wf, kind, message, stage=wf.stage)
+# -- a whole batch: resume, cancel ----------------------------------------------------------------
+
+
+def _batch_for_update(batch_id: Any) -> OnboardingBatch:
+    batch = OnboardingBatch.objects.select_for_update().filter(pk=batch_id).first()
+    if batch is None:
+        raise NotFound("No such batch.")
+    return batch
+
+
+def batch_resume(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> OnboardingBatch:
+    """Lift a batch's pause: its pending workflows are admitted again. The failure budget
+    counts from here; a canary that did not succeed is passed by the operator's word."""
+    with transaction.atomic():
+        batch = _batch_for_update(batch_id)
+        if batch.state != BatchState.PAUSED:
+            raise Conflict(f"batch {batch.pk} is {batch.state}; only a paused batch resumes.")
+        before = {"state": batch.state, "paused_reason": batch.paused_reason}
+        batch.failures_before_resume = Onboarding.objects.filter(
+            batch=batch, state__in=batches.FAILED
+        ).count()
+        batch.state = BatchState.RUNNING
+        if batch.canary_size and batch.canary_passed_at is None:
+            batch.canary_passed_at = timezone.now()
+        batch.save()
+        audit.record(
+            actor=actor,
+            action="onboarding.batch_resume",
+            target=batch,
+            before=before,
+            after={"state": batch.state, "failures_before_resume": batch.failures_before_resume},
+            reason=reason,
+        )
+        admit_after_commit(batch.site_id)
+    return batch
+
+
+def batch_cancel(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> dict[str, Any]:
+    """Cancel a whole batch: admission stops at once (one transaction), then each open
+    onboarding of it is cancelled as the cancel verb does (pending ones at once, live ones
+    through their cancel stage), each audited. Workflows waiting for an operator
+    (manual_intervention) are left to them and listed."""
+    with transaction.atomic():
+        batch = _batch_for_update(batch_id)
+        if batch.state == BatchState.CANCELLED:
+            raise Conflict(f"batch {batch.pk} is already cancelled.")
+        before = {"state": batch.state}
+        batch.state = BatchState.CANCELLED
+        batch.save(update_fields=["state"])
+        audit.record(
+            actor=actor,
+            action="onboarding.batch_cancel",
+            target=batch,
+            before=before,
+            after={"state": batch.state},
+            reason=reason,
+        )
+    cancelled: list[int] = []
+    for pk in Onboarding.objects.filter(
+        batch=batch, state__in=verbs.VERBS["cancel"].sources
+    ).values_list("id", flat=True):
+        try:
+            verbs.apply(KIND, pk, "cancel", actor=actor, reason=reason or f"batch {batch.pk}")
+        except Conflict:
+            continue  # it ended meanwhile
+        cancelled.append(pk)
+    left = list(
+        Onboarding.objects.filter(batch=batch, state=WorkflowState.MANUAL_INTERVENTION)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    return {"batch": batch, "cancelled": cancelled, "left_for_operator": left}
+
+
+# -- the preflight report (POST /onboardings?dry_run=true) ----------------------------------------
+
+
+def onboarding_preflight(
+    *,
+    site_id: Any,
+    profile_id: Any,
+    sku_id: Any,
+    hostname: str,
+    ipmi_ip: str,
+    confirm_host: str | None = None,
+) -> dict[str, Any]:
+    """What starting this onboarding would meet, before anything starts (docs/onboarding.md,
+    "The preflight report"): every guardrail's state, what MAAS shows for the host (read only)
+    and the stages and MAAS calls the workflow would make under the effective policy. Writes
+    nothing."""
+    target = _target(site_id, profile_id, sku_id)
+    site, profile, sku = target.site, target.profile, target.sku
+    node = (
+        Node.objects.filter(site=site, hostname=hostname).exclude(state=NodeState.RETIRED).first()
+    )
+    open_here = open_workflows(site=site, hostname=hostname)
+    if node is not None:
+        open_here += [w for w in open_on_node(node.pk) if w not in open_here]
+    probe = site_problems(site)
+    guard = guard_problems(site, [hostname], confirm_host)
+    probed = site.last_probe_at.isoformat() if site.last_probe_at else "never"
+
+    def check(name: str, problems: list[str], ok_detail: str) -> dict[str, Any]:
+        return {"name": name, "ok": not problems, "detail": "; ".join(problems) or ok_detail}
+
+    checks = [
+        check(
+            "site_enabled",
+            [p for p in probe if "disabled" in p],
+            f"site {site.name} is enabled",
+        ),
+        check(
+            "probe_healthy_and_fresh",
+            [p for p in probe if "disabled" not in p],
+            f"probe {site.health}, last at {probed}",
+        ),
+        check(
+            "profile_active",
+            []
+            if profile.status == ProfileStatus.ACTIVE
+            else [f"profile {profile.name} is disabled"],
+            f"profile {profile.name} is active",
+        ),
+        check(
+            "sku_active",
+            [] if sku.active else [f"SKU {sku.code} is not active"],
+            f"SKU {sku.code} is active",
+        ),
+        check(
+            "no_open_workflow",
+            [f"open {w['kind']} {w['id']} ({w['state']})" for w in open_here],
+            f"nothing is open on {hostname}",
+        ),
+        check(
+            "node_onboardable",
+            []
+            if node is None or node.state in (NodeState.REGISTERED, NodeState.PROVISIONING)
+            else [f"node {hostname} is {node.state} (use a reimage decommission)"],
+            "no node row yet" if node is None else f"node {hostname} is {node.state}",
+        ),
+        check(
+            "host_approved_and_confirmed",
+            guard,
+            "confirmed and approved" if site.guarded else "site is not guarded",
+        ),
+    ]
+    draft = Onboarding(site=site, profile=profile, sku=sku, hostname=hostname, ipmi_ip=ipmi_ip)
+    policy = profile.effective_policy()
+    stages: list[dict[str, Any]] = [
+        {
+            "name": stage.name,
+            "timeout": KIND.timeout(stage.name, policy),
+            "maas_calls": list(stage.maas_calls),
+        }
+        for stage in KIND.stages_for(draft)
+    ]
+    return {
+        "dry_run": True,
+        "allowed": all(c["ok"] for c in checks),
+        "guardrails": checks,
+        "maas": _maas_preview(site, hostname, ipmi_ip),
+        "stages": stages,
+        "maas_calls": [f"{s['name']}: {call}" for s in stages for call in s["maas_calls"]],
+        "policy": policy.as_dict(),
+    }
+
+
+def _maas_preview(site: MaasSite, hostname: str, ipmi_ip: str) -> dict[str, Any]:
+    """The machines discovery would look at first (by hostname, by BMC address): reads only."""
+
+    def short(machines: list[Any]) -> list[dict[str, str]]:
+        return [
+            {"system_id": m.system_id, "hostname": m.hostname, "status": m.status_name}
+            for m in machines
+        ]
+
+    try:
+        client = client_for_site(site)
+        try:
+            by_host = client.list_machines(hostnames=[hostname])
+            ids = sorted(s for s, a in client.power_addresses().items() if a == ipmi_ip)
+            by_bmc = client.list_machines(system_ids=ids) if ids else []
+        finally:
+            client.close()
+    except (MaasError, SecretsError) as exc:
+        return {"error": f"MAAS could not be read: {exc}"}
+    return {"by_hostname": short(by_host), "by_ipmi_address": short(by_bmc)}

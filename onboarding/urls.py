@@ -8,22 +8,40 @@ onboardings = api.OnboardingViewSet.as_view({"get": "list", "post": "create"})
 onboarding = api.OnboardingViewSet.as_view({"get": "retrieve"})
 batch = api.OnboardingViewSet.as_view({"post": "batch"})
 batch_detail = api.OnboardingViewSet.as_view({"get": "batch_detail"})
+batch_list = api.OnboardingViewSet.as_view({"get": "batch_list"})
+batch_resume = api.OnboardingViewSet.as_view({"post": "batch_resume"})
+batch_cancel = api.OnboardingViewSet.as_view({"post": "batch_cancel"})
 verb = api.OnboardingViewSet.as_view({"post": "verb"})
+timeline = api.OnboardingViewSet.as_view({"get": "timeline"})
 VERBS = r"(?P<verb>retry|resume|rerun|restart-clean|cancel|adopt|mark-manual-intervention)"
 
 admin_urlpatterns = [
     re_path(r"^onboardings/?$", onboardings, name="onboarding-list"),
     re_path(r"^onboardings/batch/?$", batch, name="onboarding-batch"),
+    re_path(r"^onboardings/batches/?$", batch_list, name="onboarding-batch-list"),
     re_path(
         r"^onboardings/batches/(?P<pk>[0-9]+)/?$", batch_detail, name="onboarding-batch-detail"
     ),
+    re_path(
+        r"^onboardings/batches/(?P<pk>[0-9]+)/resume/?$",
+        batch_resume,
+        name="onboarding-batch-resume",
+    ),
+    re_path(
+        r"^onboardings/batches/(?P<pk>[0-9]+)/cancel/?$",
+        batch_cancel,
+        name="onboarding-batch-cancel",
+    ),
     re_path(r"^onboardings/(?P<pk>[0-9]+)/?$", onboarding, name="onboarding-detail"),
     re_path(rf"^onboardings/(?P<pk>[0-9]+)/{VERBS}/?$", verb, name="onboarding-verb"),
+    re_path(r"^onboardings/(?P<pk>[0-9]+)/timeline/?$", timeline, name="onboarding-timeline"),
 ]
 
 node_urlpatterns = [
     re_path(r"^health/?$", api.node_health, name="node-health"),
     re_path(r"^enroll/?$", api.enroll, name="node-enroll"),
+    re_path(r"^report/?$", api.report, name="node-report"),
+    re_path(r"^checkin/?$", api.checkin, name="node-checkin"),
     re_path(
         r"^agent/(?P<version>[0-9A-Za-z.+-]+)/bootstrap\.sh$",
         api.agent_script,

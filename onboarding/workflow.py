@@ -1,14 +1,15 @@
-"""The onboarding workflow as the engine sees it: stages, policy, hooks on success/failure."""
+"""The onboarding workflow kind: its stages (``stages.py``), policy, and what happens to its
+node when it ends."""
 
 from __future__ import annotations
 
-from maas_domain.models import Node
+from maas_domain.models import Node, NodeState
 from maas_domain.policy import Policy
-from maas_domain.workflow import engine
+from maas_domain.workflow.kinds import KINDS, WorkflowKind
+from maas_domain.workflow.scheduling import wake
+from onboarding import batches
 from onboarding.models import Onboarding, OnboardingEvent
-from onboarding.stages import CANCEL, RESET, STAGES
-
-add_event = engine.event_writer(OnboardingEvent, "onboarding")
+from onboarding.stages import CANCEL, RESET, STAGES, adopt_stage
 
 
 def _policy(wf: Onboarding) -> Policy:
@@ -19,33 +20,55 @@ def _on_success(wf: Onboarding) -> None:
     """The node row reaches active with the workflow (a completion gate, same transaction)."""
     node = Node.objects.select_for_update().get(pk=wf.node_id or 0)
     node.maas_system_id = wf.maas_system_id
-    if node.state != "active":
+    if node.state != NodeState.ACTIVE:
         node.activate()
     node.save()
     _wake_parent(wf)
+    batches.after_success(wf)
+
+
+def _on_failure(wf: Onboarding) -> None:
+    _wake_parent(wf)
+    batches.after_failure(wf)
+
+
+def _on_reopen(wf: Onboarding) -> None:
+    """A reopened workflow describes its active run: no completion, no node failure heard yet.
+    Within the same attempt (resume, adopt) what the node proved stands; a new attempt needs a
+    new enrollment and a running agent again. That the site bundle ran belongs to the payload
+    the node runs: a new deploy clears it (docs/onboarding.md, "Reruns and adopt")."""
+    wf.completed_at = None
+    wf.node_failure = wf.node_failure_detail = ""
+    if wf.token_attempt != wf.attempt:  # a new attempt: its tokens are not even minted yet
+        wf.enrolled_at = wf.enrolled_attempt = None
+        wf.agent_started_at = None
 
 
 def _wake_parent(wf: Onboarding) -> None:
     """A workflow that runs this onboarding on its behalf (reimage) continues when it ends."""
     if wf.parent_kind and wf.parent_id:
-        engine.wake(engine.KINDS[wf.parent_kind], wf.parent_id, f"onboarding {wf.pk} {wf.state}")
+        wake(KINDS[wf.parent_kind], wf.parent_id, f"onboarding {wf.pk} {wf.state}")
 
 
 def _family(wf: Onboarding) -> set[tuple[str, int]]:
     return {(wf.parent_kind, wf.parent_id)} if wf.parent_kind and wf.parent_id else set()
 
 
-KIND = engine.WorkflowKind(
+KIND: WorkflowKind[Onboarding] = WorkflowKind(
     name="onboarding",
     model=Onboarding,
+    event_model=OnboardingEvent,
     stages=STAGES,
-    add_event=add_event,
     policy=_policy,
     on_success=_on_success,
-    select_related=("site", "profile__site", "sku", "node"),
-    on_failure=_wake_parent,
+    on_failure=_on_failure,
     on_cancelled=_wake_parent,
+    on_hold=batches.after_failure,
+    on_reopen=_on_reopen,
     reset=RESET,
     cancel=CANCEL,
+    adopt=adopt_stage,
     family=_family,
+    admission_filter=batches.held_back,
+    select_related=("site", "profile__site", "sku", "node"),
 )

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from maas_domain.access import Action, allowed
 from maas_domain.admin import ReadOnlyAdmin
 from maas_domain.errors import DomainError
 from reconciliation import services
@@ -42,6 +44,8 @@ class DriftRecordAdmin(ReadOnlyAdmin):
     show_full_result_count = False
 
     def _resolve(self, request: HttpRequest, queryset: QuerySet[DriftRecord], action: str) -> None:
+        if not allowed(request.user, Action.OPERATE):  # the same class as the API's resolve
+            raise PermissionDenied
         done, refused = 0, []
         for rec in queryset:
             where: dict[str, Any] = (

@@ -18,53 +18,15 @@ from typing import Any
 
 from maas_domain.maas.status import LABELS, NodeStatus
 from maas_domain.maas.types import MachineSummary
+from maas_domain.models.inventory import NodeState
+from maas_domain.workflow.models import ACTIVE_STATES
 from reconciliation.models import DriftKind, Severity
 
 S = NodeStatus
 OWNED = {S.ALLOCATED, S.DEPLOYING, S.DEPLOYED}  # "allocated or deployed": a leak when unclaimed
-_COMMISSION = {S.NEW, S.COMMISSIONING, S.TESTING, S.READY, S.FAILED_COMMISSIONING}
-_DEPLOY = {S.READY, S.ALLOCATED, S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT, S.RELEASING}
-_RELEASE = {
-    S.DEPLOYED,
-    S.ALLOCATED,
-    S.DEPLOYING,
-    S.FAILED_DEPLOYMENT,
-    S.RELEASING,
-    S.FAILED_RELEASING,
-    S.DISK_ERASING,
-    S.FAILED_DISK_ERASING,
-    S.READY,
-    S.NEW,
-    S.BROKEN,
-}
-# MAAS statuses a workflow in a stage can legitimately see, per workflow kind and stage (the
-# kinds come from the engine's registry; a kind or stage missing here has no expectation:
-# preflight, discover, drain, decommission's redeploy whose child onboarding is judged itself).
-# Each set also allows the previous stage's statuses, since MAAS was read a moment before the
-# workflow row.
-_ONBOARDING: dict[str, set[NodeStatus]] = {
-    "commission": _COMMISSION,
-    "storage_pxe": _COMMISSION | {S.READY},
-    "payload": {S.READY, S.ALLOCATED},
-    "deploy": _DEPLOY,
-    "hardware_sync": _DEPLOY,
-    "enrollment": {S.DEPLOYED, S.DEPLOYING},
-    "complete": {S.DEPLOYED},
-}
-EXPECTED_BY_STAGE: dict[str, dict[str, set[NodeStatus]]] = {
-    "onboarding": _ONBOARDING,
-    "decommission": {"release": _RELEASE, "retire": _RELEASE},
-}
-# Stages in which the machine may legitimately be gone from MAAS (it is being deleted).
-MACHINE_MAY_VANISH = {
-    ("onboarding", "reset"),
-    ("decommission", "reset"),
-    ("decommission", "retire"),
-    ("decommission", "complete"),
-}
 # Workflow states whose stage is judged (pending has not started; manual_intervention is frozen
 # on purpose and already in front of an operator).
-JUDGED_WORKFLOW_STATES = ("running", "waiting", "cancelling")
+JUDGED_WORKFLOW_STATES = ACTIVE_STATES
 SEVERITY = {
     DriftKind.MISSING_IN_MAAS: Severity.CRITICAL,
     DriftKind.STATUS_MISMATCH: Severity.WARNING,
@@ -106,6 +68,11 @@ class WorkflowRow:
     stage_started_at: datetime | None
     updated_at: datetime
     stage_timeout: int | None
+    # From the stage's declaration (maas_domain/workflow/kinds.py, ``Stage``): the MAAS statuses
+    # the machine may show in this stage (None: no expectation), and whether the stage may
+    # delete the machine (its absence is then not drift).
+    expected: frozenset[NodeStatus] | None = None
+    machine_may_vanish: bool = False
 
 
 @dataclass(frozen=True)
@@ -207,14 +174,14 @@ def compare(
         power_address = power_addresses.get(sid, "")
         out.observations.append(Observation(node.id, sid, machine, power_address))
         base: dict[str, Any] = {"node_id": node.id, "system_id": sid, "hostname": node.hostname}
-        if machine is None and wf is not None and (wf.kind, wf.stage) in MACHINE_MAY_VANISH:
+        if machine is None and wf is not None and wf.machine_may_vanish:
             continue  # a workflow is deleting it (restart-clean's reset, full decommission)
         if machine is None:
             out.findings.append(
                 Finding(
                     subject,
                     DriftKind.MISSING_IN_MAAS,
-                    Severity.CRITICAL if node.state == "active" else Severity.WARNING,
+                    Severity.CRITICAL if node.state == NodeState.ACTIVE else Severity.WARNING,
                     f"MAAS has no machine {sid} for node {node.hostname}",
                     {"expected": sid, "observed": None, "node_state": node.state},
                     **base,
@@ -272,7 +239,7 @@ def _judge_node(
     accepted_status = state.accepted_status if state else None
     accepted_power = state.accepted_power_state if state else ""
     status_label = m.status_name or label(m.status)
-    unclaimed = wf is None and node.state != "active"
+    unclaimed = wf is None and node.state != NodeState.ACTIVE
     if unclaimed and m.status in OWNED and our_user and m.owner == our_user:
         add(
             Finding(
@@ -288,13 +255,13 @@ def _judge_node(
                 **base,
             )
         )
-    expected: set[NodeStatus] | None = None
+    expected: frozenset[NodeStatus] | None = None
     because = ""
     if wf is not None and wf.state in JUDGED_WORKFLOW_STATES:
-        expected = EXPECTED_BY_STAGE.get(wf.kind, {}).get(wf.stage)
+        expected = wf.expected
         because = f"{wf.kind} {wf.id} in stage {wf.stage}"
-    elif wf is None and node.state == "active":
-        expected = {S.DEPLOYED}
+    elif wf is None and node.state == NodeState.ACTIVE:
+        expected = frozenset({S.DEPLOYED})
         because = "node is active"
     if expected is not None and m.status not in expected and m.status != accepted_status:
         add(
@@ -317,7 +284,10 @@ def _judge_node(
     if m.power_state == "error":
         power_reason = "the BMC reports an error"
     elif (
-        wf is None and node.state == "active" and m.status == S.DEPLOYED and m.power_state == "off"
+        wf is None
+        and node.state == NodeState.ACTIVE
+        and m.status == S.DEPLOYED
+        and m.power_state == "off"
     ):
         power_reason = "an active, deployed node is powered off"
     if power_reason and m.power_state != accepted_power:

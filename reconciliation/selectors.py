@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from maas_domain.models import MaasSite
 from maas_domain.models.sites import SiteStatus
-from reconciliation.models import ACTIVE_DRIFT, ACTIVE_RUN, DriftRecord, ReconcileRun
+from reconciliation.models import ACTIVE_DRIFT, ACTIVE_RUN, DriftRecord, NodeMaasState, ReconcileRun
 
 SCHEDULE_NAME = "reconciliation-dispatch"
 
@@ -138,4 +138,21 @@ def reconciliation_status() -> dict[str, Any]:
             }
             for site in sites
         ],
+    }
+
+
+def node_observation(node: Any) -> dict[str, Any] | None:
+    """What the last reconcile run saw of ``node`` in MAAS (maas_domain.nodes asks for it)."""
+    state = NodeMaasState.objects.filter(node_id=node.pk).first()
+    if state is None:
+        return None
+    return {
+        "system_id": state.system_id,
+        "hostname": state.hostname,
+        "status": state.status_name,
+        "power_state": state.power_state,
+        "owner": state.owner,
+        "last_seen_at": state.last_seen_at,
+        "missing_since": state.missing_since,
+        "observed_at": state.updated_at,
     }

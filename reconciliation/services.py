@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import shared_task
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
@@ -26,12 +27,14 @@ from maas_domain import audit, context
 from maas_domain.errors import Conflict, InvalidInput, NotFound
 from maas_domain.locks import try_lock
 from maas_domain.maas.errors import MaasError
+from maas_domain.maas.factory import client_for_site
 from maas_domain.models import MaasSite, Node
 from maas_domain.models.inventory import NodeState
 from maas_domain.models.sites import SiteStatus
 from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
 from maas_domain.validators import hostname_error, ipv4_error
+from maas_domain.workflow.kinds import KINDS
 from reconciliation import compare
 from reconciliation.models import (
     ACTIVE_DRIFT,
@@ -148,12 +151,7 @@ def reconcile_request(
             )
         run_id = run.pk
 
-        def send() -> None:
-            from reconciliation.tasks import reconcile_site
-
-            reconcile_site.delay(run_id)
-
-        transaction.on_commit(send, robust=True)
+        transaction.on_commit(lambda: reconcile_site.delay(run_id), robust=True)
     return run, True
 
 
@@ -235,8 +233,6 @@ def _error(exc: Exception) -> dict[str, Any]:
 
 
 def _reconcile(run: ReconcileRun) -> None:
-    from maas_domain.maas.factory import client_for_site
-
     site = run.site
     read_at = timezone.now()
     client = client_for_site(site)
@@ -258,30 +254,30 @@ def _reconcile(run: ReconcileRun) -> None:
 
 
 def _workflow_rows(site_id: int) -> list[compare.WorkflowRow]:
-    """Open workflows of every registered kind (one query per kind, whatever the count)."""
-    from maas_domain.workflow.engine import KINDS
-
+    """Open workflows of every registered kind (one query per kind, whatever the count), with
+    what their stage's declaration says MAAS should show."""
     rows: list[compare.WorkflowRow] = []
     for kind in KINDS.values():
-        qs = kind.model.objects.filter(kind.model.open_filter(), site_id=site_id)
+        qs = kind.model._default_manager.filter(kind.model.open_filter(), site_id=site_id)
         for wf in qs.select_related(*kind.select_related):
+            stage = kind.find(wf.stage)
             timeout = None
             if wf.state in compare.JUDGED_WORKFLOW_STATES and wf.stage:
-                timeout = kind.policy(wf).stage_timeouts.get(wf.stage)
-            node_id = getattr(wf, "node_id", None)
-            hostname = getattr(wf, "hostname", "") or ""
+                timeout = kind.timeout(wf.stage, kind.policy(wf))
             rows.append(
                 compare.WorkflowRow(
                     kind=kind.name,
                     id=wf.pk,
                     state=wf.state,
                     stage=wf.stage,
-                    node_id=node_id,
-                    hostname=hostname,
-                    system_id=getattr(wf, "maas_system_id", "") or wf.wait_system_id or "",
+                    node_id=wf.node_id,
+                    hostname=wf.hostname,
+                    system_id=wf.maas_system_id or wf.wait_system_id or "",
                     stage_started_at=wf.stage_started_at,
                     updated_at=wf.updated_at,
                     stage_timeout=timeout,
+                    expected=stage.expects if stage else None,
+                    machine_may_vanish=bool(stage and stage.machine_may_vanish),
                 )
             )
     return rows
@@ -628,3 +624,19 @@ def _adopt(rec: DriftRecord) -> dict[str, Any]:
     state.accepted_power_state = str(observed or "")
     state.save(update_fields=["accepted_power_state"])
     return change
+
+
+# -- Celery tasks (arguments are ids only) ---------------------------------------------------------
+
+
+@shared_task(name="reconciliation.dispatch")
+def dispatch() -> dict[str, int]:
+    """Beat entry (schedule in the ``reconciliation-dispatch`` periodic task, editable in the
+    admin): queue one run per active site."""
+    return reconcile_dispatch()
+
+
+@shared_task(name="reconciliation.reconcile_site")
+def reconcile_site(run_id: int) -> str:
+    run = reconcile_execute(run_id)
+    return run.state if run is not None else "not claimed"

@@ -1,4 +1,5 @@
-"""Routes under /api/v1/admin/reconciliation/ (seed 000 §4.4; a trailing slash is optional)."""
+"""Routes under /api/v1/admin/reconciliation/ (docs/reconciliation.md; a trailing slash is
+optional)."""
 
 from django.urls import re_path
 
@@ -7,7 +8,8 @@ from reconciliation.api import ReconciliationViewSet
 summary = ReconciliationViewSet.as_view({"get": "summary"})
 drift = ReconciliationViewSet.as_view({"get": "list"})
 run = ReconciliationViewSet.as_view({"post": "run"})
-resolve = ReconciliationViewSet.as_view({"post": "resolve"})
+resolve_node = ReconciliationViewSet.as_view({"post": "resolve_node"})
+resolve_machine = ReconciliationViewSet.as_view({"post": "resolve_machine"})
 
 admin_urlpatterns = [
     re_path(r"^reconciliation/status/?$", summary, name="reconciliation-status"),
@@ -15,13 +17,13 @@ admin_urlpatterns = [
     re_path(r"^reconciliation/run/?$", run, name="reconciliation-run"),
     re_path(
         r"^reconciliation/drift/(?P<node_id>[0-9]+)/resolve/?$",
-        resolve,
+        resolve_node,
         name="reconciliation-drift-resolve",
     ),
     # Drift on a machine we have no node for (unknown machine, leak): keyed by MAAS system id.
     re_path(
         r"^reconciliation/drift/machines/(?P<system_id>[0-9A-Za-z_-]{1,32})/resolve/?$",
-        resolve,
+        resolve_machine,
         name="reconciliation-machine-drift-resolve",
     ),
 ]

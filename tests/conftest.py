@@ -10,20 +10,35 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from maas_domain.auth import api_token_create
 from maas_domain.secrets import get_backend
+from tests.support import live
 from tests.support.flows import flow, flow_site, node_side, sweeper, worker  # noqa: F401 (fixtures)
 from tests.support.maas import maas, sim, sleeps  # noqa: F401 (fixtures)
+from tests.support.openbao import openbao, unsealed  # noqa: F401 (fixtures)
+from tests.support.recorder import recorder  # noqa: F401 (fixture)
+from tests.support.stages import bench  # noqa: F401 (fixture)
+from tests.support.tokens import bearer_token
 from tests.support.workers import workers  # noqa: F401 (fixture)
 
+live.install()  # the live test server sets TCP_NODELAY (tests/support/live.py)
 # Password hashing at production strength costs ~1s per user; tests do not need it.
 settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Rate-limit counters in this process's memory (the live server runs in it too), cleared for each
+# test; tests/test_throttling.py also runs them against Redis.
+settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    from django.core.cache import cache
+
+    cache.clear()
 
 
 def _client_for(user: Any | None) -> APIClient:
     client = APIClient()
     if user is not None:
-        _, raw = api_token_create(user=user, name="test")
+        raw = bearer_token(user, scope="admin")
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client
 

@@ -1,120 +1,258 @@
-"""The bulk CLI against a live server: CSV conversion, per-item results, exit codes, replays."""
+"""maasctl against a live server (and, for whole journeys, the MAAS simulator and a worker):
+configuration and token sources, CSV checks with line numbers before any call, one idempotent
+batch request, exit codes, tables/JSON/YAML, the installed console script."""
 
 from __future__ import annotations
 
-import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.utils import timezone
+from typer.testing import CliRunner
 
 from decommission.models import Decommission
-from maas_domain.auth import api_token_create
-from maas_domain.cli import main
-from maas_domain.models import Node, RoceAssignment
+from maas_domain.models import AuditLog, Node, RoceAssignment
+from maas_domain.services.tokens import api_token_create
+from maas_simulator.node import NodeSide
+from maasctl.main import app
 from onboarding.models import Onboarding, OnboardingBatch
-from tests.factories import make_profile, make_site, make_sku
+from tests.factories import make_node, make_profile, make_site, make_sku
+from tests.support.flows import CA_PEM, Flow, settle_decommission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def cli(live_server: Any, admin_user: Any) -> Any:
-    _, token = api_token_create(user=admin_user, name="cli-test")
+def cli(live_server: Any, admin_user: Any, tmp_path: Path, monkeypatch: Any) -> Any:
+    """Run maasctl in this process with MAASCTL_URL and MAASCTL_TOKEN set (no config file)."""
+    _, token = api_token_create(actor=None, user=admin_user, name="cli-test", scope="admin")
+    monkeypatch.setenv("MAASCTL_CONFIG", str(tmp_path / "absent.toml"))
+    env = {"MAASCTL_URL": live_server.url, "MAASCTL_TOKEN": token, "COLUMNS": "200"}
 
-    def run(*argv: str) -> tuple[int, list[dict[str, Any]]]:
-        out = io.StringIO()
-        code = main(["--url", live_server.url, "--token", token, *argv], out=out)
-        return code, [json.loads(line) for line in out.getvalue().splitlines()]
+    def run(*argv: str, input: str | None = None, env_extra: dict[str, str] | None = None) -> Any:
+        result = CliRunner().invoke(app, list(argv), env={**env, **(env_extra or {})},
+                                    input=input)  # fmt: skip
+        assert "Traceback" not in result.output, result.output
+        assert not isinstance(result.exception, Exception) or isinstance(
+            result.exception, SystemExit
+        ), result.exception
+        return result
 
+    run.token = token  # type: ignore[attr-defined]
     return run
 
 
 @pytest.fixture
 def target() -> Any:
-    site = make_site(health="healthy", last_probe_at=timezone.now())
-    return site, make_profile(site), make_sku()
+    site = make_site(name="east", health="healthy", last_probe_at=timezone.now())
+    return site, make_profile(site, name="h100"), make_sku(code="gpu-8x")
 
 
-def write(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "rows.csv"
+def write(tmp_path: Path, text: str, name: str = "rows.csv") -> Path:
+    path = tmp_path / name
     path.write_text(text)
-    return str(path)
+    return path
 
 
-def test_onboard_csv_makes_one_batch_and_a_rerun_replays_it(
+def batch_args(path: Path) -> list[str]:
+    return ["onboard", "batch", str(path), "--site", "east", "--profile", "h100", "--sku", "gpu-8x"]
+
+
+# -- CSV: checked before any call, one request, replayable --------------------------------------
+
+
+def test_bad_rows_are_listed_with_line_numbers_and_nothing_is_sent(
     cli: Any, target: Any, tmp_path: Path
 ) -> None:
-    site, profile, sku = target
-    csv_file = write(tmp_path, "hostname,ipmi_ip\nc01,10.1.0.1\nc02,10.1.0.2\n")
-    ids = ("--site", str(site.pk), "--profile", str(profile.pk), "--sku", str(sku.pk))
-    code, lines = cli("onboard-csv", csv_file, *ids)
-    assert code == 0 and lines[0]["ok"] and lines[0]["size"] == 2
-    assert Onboarding.objects.filter(batch_id=lines[0]["batch_id"]).count() == 2
-    again = cli("onboard-csv", csv_file, *ids)
-    assert again == (0, lines)  # same file: the first answer, nothing started twice
+    path = write(tmp_path, "hostname,ipmi_ip\nc01,10.1.0.1\nBad_Host,10.1.0.2\n"
+                           "c03,10.1.0.999\nc01,10.1.0.4\nc05\n\n")  # fmt: skip
+    result = cli(*batch_args(path))
+    assert result.exit_code == 2
+    text = result.output
+    assert f"{path}:3 hostname: Not a valid hostname" in text
+    assert f"{path}:4 ipmi_ip: Not a valid IPv4 address" in text
+    assert f"{path}:5 hostname: same hostname as line 2" in text
+    assert f"{path}:6: expected 2 columns, got 1" in text
+    assert "nothing was sent" in text
+    assert not OnboardingBatch.objects.exists()
+    assert not AuditLog.objects.exclude(action="api_token.create").exists()
+
+
+def test_the_header_must_be_exact(cli: Any, target: Any, tmp_path: Path) -> None:
+    result = cli(*batch_args(write(tmp_path, "hostname,ipmi\nc01,10.1.0.1\n")))
+    assert result.exit_code == 2 and "header must be exactly hostname,ipmi_ip" in result.output
+    result = cli(*batch_args(write(tmp_path, "hostname,ipmi_ip\n")))
+    assert result.exit_code == 2 and "no rows" in result.output
+
+
+def test_one_batch_request_and_a_rerun_replays_it(cli: Any, target: Any, tmp_path: Path) -> None:
+    path = write(tmp_path, "hostname,ipmi_ip\nc01,10.1.0.1\nc02,10.1.0.2\n")
+    first = cli(*batch_args(path))
+    assert first.exit_code == 0, first.output
+    batch = OnboardingBatch.objects.get()
+    assert f"batch {batch.pk}: 2 host(s) accepted" in first.output
+    again = cli(*batch_args(path))
+    assert again.exit_code == 0 and again.output == first.output  # replayed, not started twice
+    assert OnboardingBatch.objects.count() == 1 and Onboarding.objects.count() == 2
+    listed = cli("-o", "json", "onboardings", "batches")
+    [row] = json.loads(listed.output)
+    assert row["counts"]["pending"] == 2 and row["open"] == 2
+
+
+def test_rows_the_api_refuses_are_mapped_back_to_csv_lines(
+    cli: Any, target: Any, tmp_path: Path
+) -> None:
+    cli(*batch_args(write(tmp_path, "hostname,ipmi_ip\nc02,10.1.0.2\n", "first.csv")))
+    path = write(tmp_path, "hostname,ipmi_ip\nc01,10.1.0.1\nc02,10.1.0.9\n")
+    result = cli(*batch_args(path))
+    assert result.exit_code == 2
+    assert f"{path}:3 hostname: c02 already has an open onboarding" in result.output
     assert OnboardingBatch.objects.count() == 1
-    code, progress = cli("batch", str(lines[0]["batch_id"]))
-    assert code == 0 and progress[0]["size"] == 2
 
 
-def test_onboard_csv_errors_point_at_csv_lines(cli: Any, target: Any, tmp_path: Path) -> None:
-    site, profile, sku = target
-    csv_file = write(tmp_path, "hostname,ipmi_ip\nc01,10.1.0.1\nbad host!,10.1.0.2\nc03,nope\n")
-    code, lines = cli(
-        "onboard-csv", csv_file, "--site", str(site.pk), "--profile", str(profile.pk),
-        "--sku", str(sku.pk),
-    )  # fmt: skip
-    assert code == 1
-    assert {(x["line"], x["field"]) for x in lines if "line" in x} == {
-        (3, "hostname"),
-        (4, "ipmi_ip"),
-    }
-    assert not Onboarding.objects.exists()
-
-
-def test_a_csv_with_other_columns_is_refused_before_any_call(
+def test_roce_import_is_all_or_nothing_with_line_numbers(
     cli: Any, target: Any, tmp_path: Path
 ) -> None:
-    site, *_ = target
-    with pytest.raises(SystemExit, match="header must be exactly"):
-        cli("roce-csv", write(tmp_path, "hostname,iface,addr\nc01,eth2,10.0.0.1/31\n"),
-            "--site", str(site.pk))  # fmt: skip
-
-
-def test_roce_csv_is_all_or_nothing_with_line_numbers(
-    cli: Any, target: Any, tmp_path: Path
-) -> None:
-    site, *_ = target
     header = "hostname,interface,ipv4_cidr\n"
-    bad = write(tmp_path, header + "c01,ens1f0,10.50.0.2/31\nc02,ens1f0,10.50.0.2/31\n")
-    code, lines = cli("roce-csv", bad, "--site", str(site.pk))
-    assert code == 1
-    assert [(x["line"], x["field"]) for x in lines if "line" in x] == [(3, "ipv4_cidr")]
-    assert not RoceAssignment.objects.exists()
+    local = write(tmp_path, header + "c01,ens1f0,10.50.0.2/31\nc02,ens1f0,10.50.0.2/31\n")
+    result = cli("roce", "import", str(local), "--site", "east")
+    assert result.exit_code == 2 and f"{local}:3 ipv4_cidr: same address as line 2" in result.output
     good = write(tmp_path, header + "c01,ens1f0,10.50.0.2/31\nc02,ens1f0,10.50.0.4/31\n")
-    code, lines = cli("roce-csv", good, "--site", str(site.pk))
-    assert code == 0 and lines[0]["created"] == 2
+    assert cli("roce", "import", str(good), "--site", "east").exit_code == 0
+    clash = write(tmp_path, header + "c03,ens1f0,10.50.0.8/31\nc09,ens1f1,10.50.0.4/31\n")
+    result = cli("roce", "import", str(clash), "--site", "east")
+    assert result.exit_code == 2 and f"{clash}:3 ipv4_cidr" in result.output
     assert RoceAssignment.objects.count() == 2
 
 
-def test_bulk_decommission_and_verbs_report_per_item(cli: Any, target: Any) -> None:
+# -- configuration, token, exit codes, output ---------------------------------------------------
+
+
+def test_the_token_is_never_a_command_line_argument(cli: Any, target: Any) -> None:
+    result = cli("--token", cli.token, "sites", "list")
+    assert result.exit_code == 2 and "No such option" in result.output
+
+
+def test_token_from_a_file_and_url_from_a_config_profile(
+    cli: Any, target: Any, tmp_path: Path, live_server: Any
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(cli.token + "\n")  # a trailing newline is not part of the token
+    config = tmp_path / "config.toml"
+    config.write_text(f'[lab]\nurl = "{live_server.url}"\ntoken_file = "{token_file}"\n'
+                      '[broken]\nurl = "http://127.0.0.1:9"\n')  # fmt: skip
+    env = {"MAASCTL_CONFIG": str(config), "MAASCTL_URL": "", "MAASCTL_TOKEN": ""}
+    ok = cli("--profile", "lab", "-o", "json", "sites", "list", env_extra=env)
+    assert ok.exit_code == 0 and json.loads(ok.output)[0]["name"] == "east"
+    no_token = cli("--profile", "broken", "sites", "list", env_extra=env)
+    assert no_token.exit_code == 2 and "no API token" in no_token.output
+    unknown = cli("--profile", "nope", "sites", "list", env_extra=env)
+    assert unknown.exit_code == 2 and "no profile 'nope'" in unknown.output
+    bad = cli("sites", "list", env_extra={"MAASCTL_TOKEN": "mcp_not-a-token"})
+    assert bad.exit_code == 2 and "401" in bad.output
+
+
+def test_exit_codes_and_the_apis_reason(cli: Any, target: Any) -> None:
     site, _, sku = target
-    nodes = [
-        Node.objects.create(site=site, sku=sku, hostname=f"d{i}", ipmi_ip=f"10.2.0.{i}",
-                            state=state)
-        for i, state in enumerate(["active", "active", "registered"], start=1)
-    ]  # fmt: skip
-    code, lines = cli("decommission", "storage-cleanup", *(str(n.pk) for n in nodes), "--yes",
-                      "--reason", "tenant churn")  # fmt: skip
-    assert code == 1
-    assert [x["ok"] for x in lines] == [True, True, False]
-    assert lines[2]["status"] == 409 and lines[2]["node"]["state"] == "registered"
-    made = list(Decommission.objects.order_by("id"))
-    assert [d.request_reason for d in made] == ["tenant churn", "tenant churn"]
-    code, plans = cli("verb", "decommissions", "cancel", *(str(d.pk) for d in made), "--dry-run")
-    assert code == 0 and all(p["from_stage"] == "preflight" for p in plans)
-    code, done = cli("verb", "decommissions", "cancel", str(made[0].pk), "--yes")
-    assert code == 0 and done[0]["state"] in ("cancelled", "cancelling")
+    registered = make_node(site, sku=sku, hostname="r1")
+    missing = cli("nodes", "show", "999999")
+    assert missing.exit_code == 4 and "404" in missing.output
+    conflict = cli("storage-cleanup", str(registered.pk), "--yes", "--reason", "x")
+    assert conflict.exit_code == 3 and "node r1 is registered" in conflict.output
+    invalid = cli("skus", "create", "bad code", "--name", "x")
+    assert invalid.exit_code == 2 and "code:" in invalid.output
+    down = cli("sites", "list", env_extra={"MAASCTL_URL": "http://127.0.0.1:9"})
+    assert down.exit_code == 5 and "cannot reach" in down.output
+    refused = cli("storage-cleanup", str(registered.pk), input="n\n")
+    assert refused.exit_code == 2 and not Decommission.objects.exists()
+
+
+def test_tables_json_and_yaml(cli: Any, target: Any) -> None:
+    table = cli("skus", "list")
+    assert table.exit_code == 0 and "gpu-8x" in table.output and "node_count" in table.output
+    as_json = json.loads(cli("-o", "json", "skus", "show", "gpu-8x").output)
+    as_yaml = yaml.safe_load(cli("-o", "yaml", "skus", "show", "gpu-8x").output)
+    assert as_json == as_yaml and as_json["code"] == "gpu-8x"
+
+
+def test_verbs_with_dry_run_and_a_confirmed_cancel(cli: Any, target: Any) -> None:
+    site, _, sku = target
+    node = make_node(site, sku=sku, hostname="d1", state="active", ipmi_ip="10.2.0.1")
+    started = cli("-o", "json", "storage-cleanup", str(node.pk), "--yes", "--reason", "churn")
+    assert started.exit_code == 0, started.output
+    wf = json.loads(started.output)
+    assert Decommission.objects.get().request_reason == "churn"
+    plan = cli("-o", "json", "decommissions", "cancel", str(wf["id"]), "--dry-run")
+    assert plan.exit_code == 0 and json.loads(plan.output)["verb"] == "cancel"
+    assert Decommission.objects.get().state == "pending"  # a plan changes nothing
+    done = cli("-o", "json", "decommissions", "cancel", str(wf["id"]), "--reason", "oops",
+               input="y\n")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert Decommission.objects.get().state in ("cancelled", "cancelling")
+    again = cli("decommissions", "cancel", str(wf["id"]), "--yes")
+    assert again.exit_code == 3 and "allowed_verbs" in again.output
+
+
+def test_the_console_script_is_installed(live_server: Any, admin_user: Any, target: Any) -> None:
+    _, token = api_token_create(actor=None, user=admin_user, name="script", scope="admin")
+    script = Path(sys.executable).with_name("maasctl")
+    env = {**os.environ, "MAASCTL_URL": live_server.url, "MAASCTL_TOKEN": token}
+    done = subprocess.run([str(script), "-o", "json", "sites", "list"], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["name"] == "east"
+    completion = subprocess.run([str(script), "--show-completion", "bash"], env=env,
+                                capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "complete" in completion.stdout
+
+
+# -- the whole journey: site, SKU, a CSV batch watched to the end, the node, a reimage -----------
+
+
+@pytest.mark.slow
+def test_journey_from_csv_with_progress_then_reimage(
+    cli: Any, flow: Flow, node_side: NodeSide, tmp_path: Path, live_server: Any
+) -> None:
+    sim = flow.sim
+    ca = write(tmp_path, CA_PEM, "ca.pem")
+    made = cli("sites", "create", "rack-7", "--maas-url", sim.url, "--pxe-subnet", "10.20.0.0/16",
+               "--ca-bundle", str(ca),
+               "--policy", '{"max_concurrent_workflows": 10}')  # fmt: skip
+    assert made.exit_code == 0, made.output
+    secrets = json.dumps({"maas_api_key": "SimConsumerKey1234:SimTokenKey1234567:"
+                          "SimTokenSecretABCDEFGHIJKLMNOPQ",
+                          "ipmi": {"username": "maas", "password": "ipmi-pass"}})  # fmt: skip
+    creds = cli("sites", "set-credentials", "rack-7", "--from-file", "-", input=secrets)
+    assert creds.exit_code == 0, creds.output
+    assert "ipmi-pass" not in creds.output and "SimTokenSecret" not in creds.output
+    assert cli("sites", "probe", "rack-7").exit_code == 0
+    assert cli("profiles", "create", "rack-7", "h100", "--distro-series", "jammy").exit_code == 0
+    assert cli("skus", "create", "gpu-h100", "--name", "8x H100", "--gpu-count", "8").exit_code == 0
+    args = ["--site", "rack-7", "--profile", "h100", "--sku", "gpu-h100", "--watch",
+            "--interval", "0.3"]  # fmt: skip
+    bad = write(tmp_path, "hostname,ipmi_ip\nj01,10.10.9.1\nj02,10.10.9.300\n")
+    refused = cli("onboard", "batch", str(bad), *args)
+    assert refused.exit_code == 2 and f"{bad}:3 ipmi_ip" in refused.output
+    assert not OnboardingBatch.objects.filter(site__name="rack-7").exists()
+    fixed = write(tmp_path, "hostname,ipmi_ip\nj01,10.10.9.1\nj02,10.10.9.2\n", "fixed.csv")
+    watched = cli("onboard", "batch", str(fixed), *args)
+    assert watched.exit_code == 0, watched.output
+    assert "succeeded" in watched.output and "2/2" in watched.output  # the progress bars
+    assert "batch" in watched.output and "2 succeeded" in watched.output
+    node = Node.objects.get(hostname="j01")
+    assert node.state == "active"
+    shown = json.loads(cli("-o", "json", "nodes", "show", str(node.pk)).output)
+    assert shown["recent_workflows"][0]["state"] == "succeeded"
+    timeline = json.loads(cli("-o", "json", "nodes", "timeline", str(node.pk)).output)
+    assert any(e["kind"] == "stage.completed" for e in timeline["results"])
+    reimage = cli("-o", "json", "decommission", str(node.pk), "--mode", "reimage", "--yes",
+                  "--reason", "new image", "--watch", "--interval", "0.3")  # fmt: skip
+    assert reimage.exit_code == 0, reimage.output
+    wf = settle_decommission(Decommission.objects.get(node=node).pk)
+    assert wf.state == "succeeded" and wf.request_reason == "new image"

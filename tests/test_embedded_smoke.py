@@ -1,7 +1,8 @@
 """The README's run command really starts the embedded default: SQLite, the filesystem broker,
 API + admin (gunicorn), a worker, beat and the MAAS simulator with a demo site whose probe is
 healthy. A site can be created through the API, a task round-trips through the worker, and
-Ctrl-C stops every process."""
+Ctrl-C stops every process. The console shows the banner and one line per timeline event, never
+the processes' logs: those go to <data>/log/<process>.log."""
 
 from __future__ import annotations
 
@@ -143,3 +144,49 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
     assert runner.returncode == 0, text
     for name in ("maas-simulator", "api", "worker", "beat"):
         assert f"stopped {name}" in text
+    # a quiet console: no JSON log line, no process banner or library warning...
+    for line in text.splitlines():
+        assert not line.lstrip().startswith("{"), line
+    for noise in ("superuser privileges: this is", "celery beat v", "[INFO]", "[tasks]"):
+        assert noise not in text, noise
+    if os.geteuid() == 0:  # Celery's warning is in worker.log; the console says what to do
+        assert "run `make run` as an ordinary user" in text
+    timeline = [
+        line for line in text.splitlines() if re.match(r"  \d\d:\d\d:\d\d onboarding ", line)
+    ]
+    assert timeline and all(len(line) < 160 for line in timeline), timeline
+    # ...because each process's full log is in its file
+    logs = tmp_path / "log"
+    assert {p.name for p in logs.iterdir()} == {
+        "maas-simulator.log",
+        "api.log",
+        "worker.log",
+        "beat.log",
+    }
+    worker_log = [json.loads(line) for line in _json_lines(logs / "worker.log")]
+    assert any(r["logger"] == "maas.client" and r.get("hostname") == "c07u31" for r in worker_log)
+    beat_log = [json.loads(line) for line in _json_lines(logs / "beat.log")]
+    assert any(r["logger"] == "celery.beat" for r in beat_log)
+
+
+def _json_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.startswith("{")]
+
+
+def test_show_logs_copies_a_process_log_to_the_console_and_its_file(tmp_path: Path) -> None:
+    import io
+
+    from devtools.management.commands.run_embedded import Command
+
+    console = io.StringIO()
+    command = Command(stdout=console)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "print('{\"msg\": \"one\"}'); print('two')"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    log = tmp_path / "worker.log"
+    command._tee("worker", child, log.open("wb"))
+    child.wait()
+    assert console.getvalue().splitlines() == ['[worker] {"msg": "one"}', "[worker] two"]
+    assert log.read_text() == '{"msg": "one"}\ntwo\n'

@@ -8,7 +8,6 @@ import pytest
 
 from maas_domain.errors import InvalidInput
 from maas_domain.policy import (
-    DEFAULT_STAGE_TIMEOUTS,
     POLICY_FIELDS,
     Policy,
     merge_policy,
@@ -16,6 +15,7 @@ from maas_domain.policy import (
     resolve_policy,
     validate_policy,
 )
+from maas_domain.workflow.kinds import effective_stage_timeouts
 
 # For each field: a valid non-default site value and a different valid profile value.
 SAMPLES: dict[str, tuple[Any, Any]] = {
@@ -26,7 +26,7 @@ SAMPLES: dict[str, tuple[Any, Any]] = {
     "deploy_retry_limit": (3, 0),
     "hardware_sync_required": (True, False),
     "roce_phase2_enabled": (True, False),
-    "bootstrap_bundle_ref": ("https://bundles.test/site.tar.gz", "oci://reg.test/b:2"),
+    "bootstrap_bundle_ref": ("https://bundles.test/site.tar.gz", "https://mirror.test/b-2.tgz"),
     "bootstrap_bundle_version": ("1.4.0", "2.0.1"),
     "bootstrap_bundle_digest": ("sha256:" + "a" * 64, "sha256:" + "b" * 64),
     "commission_enable_ssh": (False, True),
@@ -35,10 +35,14 @@ SAMPLES: dict[str, tuple[Any, Any]] = {
     "commission_skip_storage": (True, False),
     "commission_scripts": (["fw-check"], ["raid-config", "fw-check"]),
     "erase_mode": ("secure", "none"),
-    "release_fallback_allowed": (False, True),
+    "release_fallback_allowed": (True, False),
     "erase_stuck_seconds": (600, 3600),
     "delete_machine_on_full_decommission": (False, True),
     "stage_timeouts": ({"deploy": 7200}, {"commission": 900}),
+    "reachability_script": ("internet-connectivity", "infra-reach"),
+    "batch_canary_size": (2, 1),
+    "batch_pause_after_failures": (3, 1),
+    "batch_pause_failure_percent": (10, 50),
     "max_concurrent_workflows": (50, 2),
 }
 # One invalid value per field, with a fragment of the reason the client sees.
@@ -50,7 +54,7 @@ INVALID: dict[str, tuple[Any, str]] = {
     "deploy_retry_limit": (9, "between 0 and 5"),
     "hardware_sync_required": ([], "true or false"),
     "roce_phase2_enabled": ("on", "true or false"),
-    "bootstrap_bundle_ref": ("/srv/bundle.sh", "oci://"),
+    "bootstrap_bundle_ref": ("oci://reg.test/infra/site:2", "tool that speaks OCI"),
     "bootstrap_bundle_version": ("v" * 65, "At most 64"),
     "bootstrap_bundle_digest": ("md5:abc", "sha256"),
     "commission_enable_ssh": (0, "true or false"),
@@ -63,6 +67,10 @@ INVALID: dict[str, tuple[Any, str]] = {
     "erase_stuck_seconds": (30, "between 60 and 86400"),
     "delete_machine_on_full_decommission": (None, ""),
     "stage_timeouts": ({"bogus": 10}, "Unknown stage"),
+    "reachability_script": ("curl x | sh", "never script content"),
+    "batch_canary_size": (101, "between 0 and 100"),
+    "batch_pause_after_failures": (-1, "between 0 and 5000"),
+    "batch_pause_failure_percent": (101, "between 0 and 100"),
     "max_concurrent_workflows": (0, "between 1 and 1000"),
 }
 
@@ -88,9 +96,18 @@ def test_field_defaults_then_site_then_profile(name: str) -> None:
 
     if name == "stage_timeouts":
         # merged per stage: the site lengthens deploy, the profile shortens commission
-        assert default.stage_timeouts == DEFAULT_STAGE_TIMEOUTS
-        assert on_site == {**DEFAULT_STAGE_TIMEOUTS, "deploy": 7200}
-        assert on_profile == {**DEFAULT_STAGE_TIMEOUTS, "deploy": 7200, "commission": 900}
+        defaults = effective_stage_timeouts(default)  # each stage's declared timeout
+        assert defaults["deploy"] == 3600 and defaults["commission"] == 3600
+        assert resolve_policy(site_policy).as_dict()["stage_timeouts"] == {
+            **defaults,
+            "deploy": 7200,
+        }
+        assert resolve_policy(site_policy, overrides).as_dict()["stage_timeouts"] == {
+            **defaults,
+            "deploy": 7200,
+            "commission": 900,
+        }
+        assert (on_site, on_profile) == ({"deploy": 7200}, {"deploy": 7200, "commission": 900})
     else:
         expect = tuple if name == "commission_scripts" else (lambda v: v)
         assert getattr(default, name) != expect(site_value)

@@ -1,19 +1,27 @@
-"""Secrets backends: the Vault backend through hvac against a KV v2 test server (and a real
-Vault when VAULT_ADDR and VAULT_TOKEN are set), and the encrypted database backend."""
+"""Secrets backends: one contract for the Vault backend (hvac) against our KV v2 test server and
+a real OpenBao server, and for the encrypted database backend; then drills only the real server
+can run (AppRole token expiry and revocation, CAS and max_versions as it enforces them, sealing)."""
 
 from __future__ import annotations
 
-import os
 import secrets as pysecrets
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
 
-from maas_domain.secrets import SecretConflict, SecretNotFound, SecretsForbidden, SecretsUnavailable
+from maas_domain.secrets import (
+    SecretConflict,
+    SecretNotFound,
+    SecretsError,
+    SecretsForbidden,
+    SecretsUnavailable,
+)
 from maas_domain.secrets.database import DatabaseBackend
 from maas_domain.secrets.vault import VaultBackend
+from tests.support.openbao import ALL_OF_SECRET, OpenBao
 from tests.support.vault_kv2 import KV2Server
 
 
@@ -23,21 +31,18 @@ def kv2() -> Iterator[KV2Server]:
         yield server
 
 
-def _real_vault() -> tuple[str, str] | None:
-    addr, token = os.environ.get("VAULT_ADDR"), os.environ.get("VAULT_TOKEN")
-    return (addr, token) if addr and token else None
+def _prefix() -> str:
+    return "maascp-test-" + pysecrets.token_hex(4)
 
 
-@pytest.fixture(params=["kv2-test-server", "real-vault", "database"])
+@pytest.fixture(params=["kv2-test-server", "openbao", "database"])
 def backend(request: pytest.FixtureRequest, kv2: KV2Server) -> Any:
-    """One contract, three backends: our KV v2 test server, a real Vault when VAULT_ADDR and
-    VAULT_TOKEN are set, and encrypted database rows."""
-    prefix = "maascp-test-" + pysecrets.token_hex(4)
-    if request.param == "real-vault":
-        real = _real_vault()
-        if real is None:
-            pytest.skip("set VAULT_ADDR and VAULT_TOKEN to run against a real Vault")
-        return VaultBackend(url=real[0], token=real[1], prefix=prefix)
+    """One contract, three backends: our KV v2 test server, a real OpenBao server, and encrypted
+    database rows."""
+    prefix = _prefix()
+    if request.param == "openbao":
+        bao: OpenBao = request.getfixturevalue("openbao")
+        return VaultBackend(url=bao.url, token=bao.root_token, prefix=prefix)
     if request.param == "database":
         request.getfixturevalue("db")
         return DatabaseBackend([Fernet.generate_key().decode()])
@@ -125,7 +130,7 @@ def test_unreachable_vault_is_unavailable() -> None:
 
 
 def test_test_server_enforces_cas_required_and_max_versions(kv2: KV2Server) -> None:
-    """The facts of shared/vault-kv2.md, checked on the raw HTTP API of the test server."""
+    """The facts of docs/vault-kv2.md, checked on the raw HTTP API of the test server."""
     import requests
 
     headers = {"X-Vault-Token": kv2.root_token}
@@ -172,3 +177,106 @@ def test_database_backend_key_rotation(db: None) -> None:
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     DatabaseBackend([old]).write("p", {"k": "v"})
     assert DatabaseBackend([new, old]).read("p") == {"k": "v"}
+
+
+# -- drills against the real server --------------------------------------------------------------
+
+
+def test_openbao_approle_logs_in_again_when_its_token_expires(openbao: OpenBao) -> None:
+    _, role_id, secret_id = openbao.approle(ALL_OF_SECRET, token_ttl="2s")
+    backend = VaultBackend(url=openbao.url, role_id=role_id, secret_id=secret_id, prefix=_prefix())
+    first_token = backend._client.token
+    assert backend.write("sites/1/maas-api-key", {"api_key": "a:b:c"}) == 1
+    time.sleep(2.5)  # the server expires the token (403 "permission denied")
+    with pytest.raises(SecretsForbidden):
+        VaultBackend(url=openbao.url, token=first_token).read("anything")
+    assert backend.read("sites/1/maas-api-key") == {"api_key": "a:b:c"}
+    assert backend._client.token != first_token
+    time.sleep(2.5)  # the health check logs in again too
+    backend.check()
+
+
+def test_openbao_approle_logs_in_again_when_its_token_is_revoked(openbao: OpenBao) -> None:
+    _, role_id, secret_id = openbao.approle(ALL_OF_SECRET)
+    backend = VaultBackend(url=openbao.url, role_id=role_id, secret_id=secret_id, prefix=_prefix())
+    backend.write("x", {"k": "v"})
+    openbao.client().auth.token.revoke(backend._client.token)
+    assert backend.read("x") == {"k": "v"}
+
+
+def test_openbao_revoked_secret_id_is_forbidden_after_one_login(openbao: OpenBao) -> None:
+    role, role_id, secret_id = openbao.approle(ALL_OF_SECRET)
+    backend = VaultBackend(url=openbao.url, role_id=role_id, secret_id=secret_id, prefix=_prefix())
+    backend.write("x", {"k": "v"})
+    root = openbao.client()
+    root.auth.approle.destroy_secret_id(role, secret_id)
+    root.auth.token.revoke(backend._client.token)
+    with pytest.raises(SecretsForbidden, match="AppRole login failed"):
+        backend.read("x")
+    with pytest.raises(SecretsForbidden):
+        backend.check()
+
+
+def test_openbao_policy_limits_paths(openbao: OpenBao) -> None:
+    prefix = _prefix()
+    token = openbao.token(
+        f'path "secret/data/{prefix}/sites/1/*" {{ capabilities = ["create", "read", "update"] }}'
+    )
+    limited = VaultBackend(url=openbao.url, token=token, prefix=prefix)
+    assert limited.write("sites/1/ipmi-default", {"password": "x"}) == 1
+    with pytest.raises(SecretsForbidden):
+        limited.write("sites/2/ipmi-default", {"password": "x"})
+    with pytest.raises(SecretsForbidden):
+        VaultBackend(url=openbao.url, token="not-a-token").check()
+
+
+def test_openbao_cas_as_the_server_enforces_it(openbao: OpenBao) -> None:
+    prefix = _prefix()
+    backend = VaultBackend(url=openbao.url, token=openbao.root_token, prefix=prefix)
+    assert backend.write("cas/a", {"k": "1"}, cas=0) == 1
+    assert backend.write("cas/a", {"k": "2"}, cas=1) == 2
+    with pytest.raises(SecretConflict):  # a writer that read version 1 lost the race
+        backend.write("cas/a", {"k": "3"}, cas=1)
+    assert backend.read("cas/a") == {"k": "2"}
+    # a path (or mount) that requires check-and-set refuses our plain writes with a clear error,
+    # not a "conflict" a caller would re-read and retry forever
+    openbao.client().secrets.kv.v2.update_metadata(path=f"{prefix}/cas/b", cas_required=True)
+    with pytest.raises(SecretsError, match="cas_required") as refused:
+        backend.write("cas/b", {"k": "1"})
+    assert not isinstance(refused.value, SecretConflict)
+    assert backend.write("cas/b", {"k": "1"}, cas=0) == 1
+
+
+def test_openbao_max_versions_trims_the_oldest_version(openbao: OpenBao) -> None:
+    """Why a site's previous MAAS key needs max_versions of at least 2 (docs/operations.md):
+    a rotation writes a pending version while the confirmed one must stay readable."""
+    prefix = _prefix()
+    backend = VaultBackend(url=openbao.url, token=openbao.root_token, prefix=prefix)
+    openbao.client().secrets.kv.v2.update_metadata(path=f"{prefix}/key", max_versions=2)
+    for n in range(1, 4):
+        assert backend.write("key", {"api_key": f"v{n}"}) == n
+    with pytest.raises(SecretNotFound):
+        backend.read("key", 1)
+    assert backend.read("key", 2) == {"api_key": "v2"}
+    assert backend.read("key") == {"api_key": "v3"}
+
+
+def test_openbao_sealed_is_unavailable_and_unsealing_restores_everything(
+    unsealed: OpenBao,
+) -> None:
+    _, role_id, secret_id = unsealed.approle(ALL_OF_SECRET)
+    root = VaultBackend(url=unsealed.url, token=unsealed.root_token, prefix=_prefix())
+    app = VaultBackend(url=unsealed.url, role_id=role_id, secret_id=secret_id, prefix=_prefix())
+    root.write("k", {"v": "1"})
+    app.write("k", {"v": "2"})
+    unsealed.seal()
+    for call in (lambda: root.read("k"), lambda: root.write("k", {"v": "x"}), root.check):
+        with pytest.raises(SecretsUnavailable, match="VaultDown"):
+            call()
+    # a login while sealed (a worker starting now) is an outage too, not a refused identity
+    with pytest.raises(SecretsUnavailable, match="VaultDown"):
+        VaultBackend(url=unsealed.url, role_id=role_id, secret_id=secret_id)
+    unsealed.unseal()
+    assert root.read("k") == {"v": "1"}
+    assert app.read("k") == {"v": "2"}
+    root.check()

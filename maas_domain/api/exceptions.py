@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.csrf import csrf_failure as django_csrf_failure
+from django.views.decorators.csrf import csrf_exempt
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from maas_domain.errors import DomainError
+from maas_domain.errors import DomainError, secrets_unavailable
+from maas_domain.secrets import SecretsError
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -35,6 +39,9 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, SecretsError):
+        # a view that needed a secret and met an outage the service did not translate
+        exc = secrets_unavailable(exc, "the request was not completed")
     if isinstance(exc, DomainError):
         return Response({"error": exc.code, "detail": exc.message, **exc.extra}, status=exc.status)
     if isinstance(exc, Http404):
@@ -55,5 +62,22 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+@csrf_exempt  # it changes nothing; without this an unsafe method would get CSRF's HTML 403
 def json_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return JsonResponse({"error": "not_found", "detail": "Unknown API endpoint."}, status=404)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The site's 404 page: the JSON error body under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return json_not_found(request)
+    return page_not_found(request, exception or Http404())
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A CSRF refusal: the JSON error body under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {"error": "permission_denied", "detail": f"CSRF check failed: {reason}"}, status=403
+        )
+    return django_csrf_failure(request, reason)

@@ -2,9 +2,43 @@
 
 from __future__ import annotations
 
-import django_filters
+from datetime import UTC, datetime
+from typing import Any
 
-from maas_domain.models import MaasSite, RoceAssignment, SiteProfile
+import django_filters
+from django import forms
+from django.db.models import Q
+from django_filters.fields import IsoDateTimeField
+
+from maas_domain.models import (
+    Allocation,
+    AllocationState,
+    MaasSite,
+    Node,
+    NodeState,
+    RoceAssignment,
+    SiteProfile,
+    Sku,
+)
+
+
+class UtcIsoDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time in any offset ISO allows (up to ±23:59), compared in UTC: PostgreSQL
+    refuses offsets past ±15:59 in a literal, and a time near year 1 or 9999 may not exist in
+    UTC at all (a 400, not a 500)."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        parsed: datetime | None = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError("Out of the range of representable times.") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
 
 
 class SiteFilter(django_filters.FilterSet):
@@ -27,3 +61,35 @@ class RoceFilter(django_filters.FilterSet):
     class Meta:
         model = RoceAssignment
         fields = ["hostname", "interface"]
+
+
+class SkuFilter(django_filters.FilterSet):
+    search = django_filters.CharFilter(method="search_code_or_name")
+
+    class Meta:
+        model = Sku
+        fields = ["code", "active", "gpu_model"]
+
+    def search_code_or_name(self, queryset: Any, name: str, value: str) -> Any:
+        return queryset.filter(Q(code__icontains=value) | Q(name__icontains=value))
+
+
+class NodeFilter(django_filters.FilterSet):
+    site = django_filters.NumberFilter(field_name="site_id")
+    sku = django_filters.NumberFilter(field_name="sku_id")
+    state = django_filters.MultipleChoiceFilter(choices=NodeState.choices)
+    search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
+
+    class Meta:
+        model = Node
+        fields = ["site", "sku", "state", "hostname", "maas_system_id"]
+
+
+class AllocationFilter(django_filters.FilterSet):
+    node = django_filters.NumberFilter(field_name="node_id")
+    state = django_filters.MultipleChoiceFilter(choices=AllocationState.choices)
+    holder = django_filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = Allocation
+        fields = ["node", "state", "holder"]

@@ -1,4 +1,4 @@
-"""Admin API routes, exactly as seed 000 §4 lays them out (a trailing slash is optional)."""
+"""Admin API routes, as docs/api.md lists them (a trailing slash is optional)."""
 
 from django.urls import re_path
 
@@ -20,8 +20,19 @@ profile = views.ProfileViewSet.as_view(
 )
 roce = views.RoceAssignmentViewSet.as_view({"get": "list", "post": "create"})
 roce_one = views.RoceAssignmentViewSet.as_view({"delete": "destroy"})
+skus = views.SkuViewSet.as_view({"get": "list", "post": "create"})
+sku = views.SkuViewSet.as_view({"get": "retrieve", "patch": "partial_update", "delete": "destroy"})
+nodes = views.NodeViewSet.as_view({"get": "list"})
+node = views.NodeViewSet.as_view({"get": "retrieve"})
+node_timeline = views.NodeViewSet.as_view({"get": "timeline"})
+allocations = views.AllocationViewSet.as_view({"get": "list", "post": "create"})
+allocation = views.AllocationViewSet.as_view({"get": "retrieve"})
+tokens = views.TokenViewSet.as_view({"get": "list", "post": "create"})
+token_revoke = views.TokenViewSet.as_view({"post": "revoke"})
+allocation_release = views.AllocationViewSet.as_view({"post": "release"})
 
 urlpatterns = [
+    re_path(r"^$", views.IndexView.as_view(), name="admin-index"),
     re_path(r"^maas-sites/?$", sites, name="site-list"),
     re_path(rf"^maas-sites/{ID}/?$", site, name="site-detail"),
     re_path(rf"^maas-sites/{ID}/credentials/?$", site_credentials, name="site-credentials"),
@@ -30,5 +41,15 @@ urlpatterns = [
     re_path(rf"^maas-sites/{SITE}/profiles/{ID}/?$", profile, name="profile-detail"),
     re_path(rf"^maas-sites/{SITE}/roce-assignments/?$", roce, name="roce-list"),
     re_path(rf"^maas-sites/{SITE}/roce-assignments/{ID}/?$", roce_one, name="roce-detail"),
-    re_path(r"^.*$", json_not_found),
+    re_path(r"^skus/?$", skus, name="sku-list"),
+    re_path(rf"^skus/{ID}/?$", sku, name="sku-detail"),
+    re_path(r"^nodes/?$", nodes, name="node-list"),
+    re_path(rf"^nodes/{ID}/?$", node, name="node-detail"),
+    re_path(rf"^nodes/{ID}/timeline/?$", node_timeline, name="node-timeline"),
+    re_path(r"^allocations/?$", allocations, name="allocation-list"),
+    re_path(rf"^allocations/{ID}/?$", allocation, name="allocation-detail"),
+    re_path(rf"^allocations/{ID}/release/?$", allocation_release, name="allocation-release"),
+    re_path(r"^tokens/?$", tokens, name="token-list"),
+    re_path(rf"^tokens/{ID}/revoke/?$", token_revoke, name="token-revoke"),
+    re_path(r"^[\s\S]*$", json_not_found),  # any path, newlines included: a JSON 404
 ]

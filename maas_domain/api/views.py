@@ -2,27 +2,75 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from maas_domain.api.filters import ProfileFilter, RoceFilter, SiteFilter
+from maas_domain import nodes as node_reads
+from maas_domain.access import Action
+from maas_domain.api.filters import (
+    AllocationFilter,
+    NodeFilter,
+    ProfileFilter,
+    RoceFilter,
+    SiteFilter,
+    SkuFilter,
+)
+from maas_domain.api.pagination import Pagination
+from maas_domain.api.schema import IF_MATCH, path_id
 from maas_domain.api.serializers import (
+    AllocationCreateSerializer,
+    AllocationSerializer,
+    CredentialsAnswerSerializer,
+    IndexSerializer,
+    NodeDetailSerializer,
+    NodeSerializer,
+    NodeTimelineSerializer,
+    ProbeResultSerializer,
+    ProbeSerializer,
     ProfileSerializer,
+    ReleaseSerializer,
     RoceAssignmentSerializer,
+    RoceBulkSerializer,
+    RoceSummarySerializer,
+    SiteCredentialsSerializer,
     SiteSerializer,
+    SkuSerializer,
+    TimelineEntrySerializer,
+    TokenCreatedSerializer,
+    TokenCreateSerializer,
+    TokenSerializer,
 )
 from maas_domain.errors import InvalidInput
-from maas_domain.models import MaasSite, RoceAssignment, SiteProfile
+from maas_domain.models import (
+    Allocation,
+    ApiToken,
+    MaasSite,
+    Node,
+    RoceAssignment,
+    SiteProfile,
+    Sku,
+)
+from maas_domain.services import allocations as allocation_services
 from maas_domain.services import credentials as credential_services
 from maas_domain.services import probe as probe_services
 from maas_domain.services import roce as roce_services
 from maas_domain.services import sites as site_services
+from maas_domain.services import skus as sku_services
+from maas_domain.services import tokens as token_services
 
 
 def expected_revision(request: Request) -> int | None:
@@ -41,6 +89,41 @@ def with_etag(response: Response, revision: int) -> Response:
     return response
 
 
+def flag(request: Request, name: str, default: bool = False) -> bool:
+    """A boolean query parameter: true/false (1/0, yes/no); anything else is a 400."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise InvalidInput("Invalid query parameter.", fields={name: ["Must be true or false."]})
+
+
+@extend_schema_view(
+    list=extend_schema(operation_id="sites_list", tags=["sites"]),
+    retrieve=extend_schema(operation_id="sites_read", tags=["sites"]),
+    create=extend_schema(operation_id="sites_create", tags=["sites"]),
+    partial_update=extend_schema(
+        operation_id="sites_update", tags=["sites"], parameters=[IF_MATCH],
+        description="`policy` is a JSON merge-patch: `null` removes a key.",
+    ),
+    destroy=extend_schema(
+        operation_id="sites_disable", tags=["sites"], parameters=[IF_MATCH],
+        responses={200: SiteSerializer}, description="Disables the site (never deletes it).",
+    ),
+    credentials=extend_schema(
+        operation_id="sites_set_credentials", tags=["sites"],
+        request=SiteCredentialsSerializer, responses={200: CredentialsAnswerSerializer},
+        description="Write or rotate secrets; the answer shows metadata, never a value.",
+    ),
+    probe=extend_schema(
+        operation_id="sites_probe", tags=["sites"], request=ProbeSerializer,
+        responses={200: ProbeResultSerializer},
+    ),
+)  # fmt: skip
 class SiteViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[MaasSite]
 ):
@@ -48,6 +131,7 @@ class SiteViewSet(
 
     serializer_class = SiteSerializer
     filterset_class = SiteFilter
+    action_classes = {"probe": Action.OPERATE}  # writes, credentials: admin (the default)
 
     def get_queryset(self) -> QuerySet[MaasSite]:
         return (
@@ -96,12 +180,11 @@ class SiteViewSet(
     @action(detail=True, methods=["post"])
     def probe(self, request: Request, pk: str) -> Response:
         site = self.get_object()
-        if request.data:
-            raise InvalidInput(
-                "The probe takes no parameters.",
-                fields={k: ["Unknown field."] for k in request.data},
-            )
-        return Response(probe_services.site_probe(actor=request.user, site_id=site.pk))
+        body = ProbeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(
+            probe_services.site_probe(actor=request.user, site_id=site.pk, **body.validated_data)
+        )
 
     def _answer(self, site: MaasSite, code: int = status.HTTP_200_OK) -> Response:
         site = self.get_queryset().get(pk=site.pk)
@@ -120,6 +203,16 @@ class SiteScopedMixin:
         return self._site
 
 
+@extend_schema_view(
+    list=extend_schema(operation_id="profiles_list"),
+    retrieve=extend_schema(operation_id="profiles_read"),
+    create=extend_schema(operation_id="profiles_create"),
+    partial_update=extend_schema(operation_id="profiles_update", parameters=[IF_MATCH]),
+    destroy=extend_schema(
+        operation_id="profiles_disable", parameters=[IF_MATCH], responses={200: ProfileSerializer}
+    ),
+)
+@extend_schema(tags=["profiles"], parameters=[path_id("site_pk", "The site.")])
 class ProfileViewSet(
     SiteScopedMixin,
     mixins.ListModelMixin,
@@ -130,6 +223,8 @@ class ProfileViewSet(
     filterset_class = ProfileFilter
 
     def get_queryset(self) -> QuerySet[SiteProfile]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no request
+            return SiteProfile.objects.none()
         return SiteProfile.objects.filter(site=self.site).select_related("site").order_by("name")
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -172,6 +267,17 @@ class ProfileViewSet(
         return with_etag(Response(self.get_serializer(profile).data, status=code), profile.revision)
 
 
+@extend_schema_view(
+    list=extend_schema(operation_id="roce_assignments_list"),
+    create=extend_schema(
+        operation_id="roce_assignments_upsert",
+        request=RoceBulkSerializer,
+        responses={200: RoceSummarySerializer},
+        description="Upsert keyed by (hostname, interface), all or nothing.",
+    ),
+    destroy=extend_schema(operation_id="roce_assignments_delete"),
+)
+@extend_schema(tags=["roce"], parameters=[path_id("site_pk", "The site.")])
 class RoceAssignmentViewSet(
     SiteScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[RoceAssignment]
 ):
@@ -181,6 +287,8 @@ class RoceAssignmentViewSet(
     filterset_class = RoceFilter
 
     def get_queryset(self) -> QuerySet[RoceAssignment]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no request
+            return RoceAssignment.objects.none()
         return RoceAssignment.objects.filter(site=self.site).order_by("hostname", "interface")
 
     def create(self, request: Request, site_pk: str) -> Response:
@@ -200,3 +308,243 @@ class RoceAssignmentViewSet(
     def destroy(self, request: Request, site_pk: str, pk: str) -> Response:
         roce_services.roce_delete(actor=request.user, site=self.site, assignment_id=int(pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    list=extend_schema(operation_id="skus_list"),
+    retrieve=extend_schema(operation_id="skus_read"),
+    create=extend_schema(operation_id="skus_create"),
+    partial_update=extend_schema(operation_id="skus_update", parameters=[IF_MATCH]),
+    destroy=extend_schema(
+        operation_id="skus_delete",
+        parameters=[IF_MATCH],
+        responses={
+            204: OpenApiResponse(description="Deleted: nothing referred to it."),
+            200: OpenApiResponse(SkuSerializer, description="Referenced: disabled instead."),
+        },
+    ),
+)
+@extend_schema(tags=["skus"])
+class SkuViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Sku]):
+    """``/skus``: create, list, read, patch; DELETE removes an unreferenced SKU (204) and
+    disables a referenced one (200, ``active: false``)."""
+
+    serializer_class = SkuSerializer
+    filterset_class = SkuFilter
+
+    def get_queryset(self) -> QuerySet[Sku]:
+        return Sku.objects.annotate(node_count=Count("nodes")).order_by("code")
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        sku = self.get_object()
+        return with_etag(Response(self.get_serializer(sku).data), sku.revision)
+
+    def create(self, request: Request) -> Response:
+        body = self.get_serializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        sku = sku_services.sku_create(actor=request.user, data=body.validated_data)
+        return self._answer(sku, status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, pk: str) -> Response:
+        sku = self.get_object()
+        body = self.get_serializer(sku, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        sku = sku_services.sku_update(
+            actor=request.user,
+            sku_id=sku.pk,
+            changes=body.validated_data,
+            expected_revision=expected_revision(request),
+        )
+        return self._answer(sku)
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        sku = self.get_object()
+        kept = sku_services.sku_delete(
+            actor=request.user, sku_id=sku.pk, expected_revision=expected_revision(request)
+        )
+        if kept is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return self._answer(kept)
+
+    def _answer(self, sku: Sku, code: int = status.HTTP_200_OK) -> Response:
+        sku = self.get_queryset().get(pk=sku.pk)
+        return with_etag(Response(self.get_serializer(sku).data, status=code), sku.revision)
+
+
+@extend_schema_view(
+    list=extend_schema(operation_id="nodes_list"),
+    retrieve=extend_schema(operation_id="nodes_read", responses={200: NodeDetailSerializer}),
+)
+@extend_schema(tags=["nodes"])
+class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
+    """``/nodes``: list (filters), one node with its workflows and allocations, its timeline."""
+
+    serializer_class = NodeSerializer
+    filterset_class = NodeFilter
+    queryset = Node.objects.select_related("site", "sku").order_by("hostname", "id")
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        node = self.get_object()
+        open_now, recent = node_reads.node_workflows(node)
+        node.open_workflows = open_now  # type: ignore[attr-defined]
+        node.recent_workflows = recent  # type: ignore[attr-defined]
+        node.active_allocations = node_reads.active_allocations(node)  # type: ignore[attr-defined]
+        node.maas_observation = node_reads.last_observation(node)  # type: ignore[attr-defined]
+        return Response(NodeDetailSerializer(node).data)
+
+    @extend_schema(
+        operation_id="nodes_timeline",
+        responses={200: NodeTimelineSerializer},
+        parameters=[
+            OpenApiParameter("maas_events", bool, description="Merge the machine's MAAS events."),
+            OpenApiParameter("limit", int, description="Page size (default 50, at most 500)."),
+            OpenApiParameter("offset", int, description="Entries to skip."),
+        ],
+    )
+    def timeline(self, request: Request, pk: str) -> Response:
+        """Newest first; ``?maas_events=true`` merges the machine's MAAS events in."""
+        node = self.get_object()
+        with_maas = flag(request, "maas_events")
+        rows = node_reads.timeline(node)
+        paginator = Pagination()
+        limit = paginator.get_limit(request) or paginator.default_limit
+        offset = paginator.get_offset(request)
+        status_: dict[str, Any] = {"requested": False, "available": False, "detail": ""}
+        if with_maas:
+            maas_rows, status_ = node_reads.maas_events(node, limit=min(offset + limit, 1000))
+            db_rows = [node_reads.as_entry(r) for r in rows[: offset + limit]]
+            page = node_reads.merged(db_rows, maas_rows)[offset : offset + limit]
+            paginator.count = rows.count() + len(maas_rows)
+        else:
+            paginator.count = rows.count()
+            page = [node_reads.as_entry(r) for r in rows[offset : offset + limit]]
+        paginator.limit, paginator.offset, paginator.request = limit, offset, request
+        return Response(
+            {
+                "count": paginator.count,
+                "next": paginator.get_next_link(),
+                "previous": paginator.get_previous_link(),
+                "results": TimelineEntrySerializer(page, many=True).data,
+                "maas_events": status_,
+            }
+        )
+
+
+@extend_schema_view(
+    list=extend_schema(operation_id="allocations_list"),
+    retrieve=extend_schema(operation_id="allocations_read"),
+    create=extend_schema(
+        operation_id="allocations_create",
+        request=AllocationCreateSerializer,
+        responses={201: AllocationSerializer},
+    ),
+)
+@extend_schema(tags=["allocations"])
+class AllocationViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Allocation]
+):
+    """``/allocations``: a tenant workload holding a node; release when drained."""
+
+    serializer_class = AllocationSerializer
+    filterset_class = AllocationFilter
+    queryset = Allocation.objects.select_related("node").order_by("-id")
+
+    def create(self, request: Request) -> Response:
+        body = AllocationCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        allocation = allocation_services.allocation_create(
+            actor=request.user, **body.validated_data
+        )
+        return Response(
+            AllocationSerializer(self.get_queryset().get(pk=allocation.pk)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        operation_id="allocations_release",
+        request=ReleaseSerializer,
+        responses={200: AllocationSerializer},
+    )
+    def release(self, request: Request, pk: str) -> Response:
+        allocation = self.get_object()
+        body = ReleaseSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        allocation = allocation_services.allocation_release(
+            actor=request.user, allocation_id=allocation.pk, **body.validated_data
+        )
+        return Response(AllocationSerializer(self.get_queryset().get(pk=allocation.pk)).data)
+
+
+@extend_schema_view(
+    list=extend_schema(operation_id="tokens_list"),
+    create=extend_schema(
+        operation_id="tokens_create",
+        request=TokenCreateSerializer,
+        responses={201: TokenCreatedSerializer},
+        description="A token for the calling user. The token is in this answer only.",
+    ),
+)
+@extend_schema(tags=["tokens"])
+class TokenViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[ApiToken]):
+    """``/tokens``: list (never the token itself), create (shown once), revoke: thin views over
+    maas_domain/services/tokens.py (scopes, expiry limits, who may manage whose tokens)."""
+
+    serializer_class = TokenSerializer
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return token_services.api_token_list(actor=self.request.user)
+
+    def create(self, request: Request) -> Response:
+        body = TokenCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        days = body.validated_data.get("expires_in_days")
+        token, raw = token_services.api_token_create(
+            actor=request.user,
+            user=request.user,
+            name=body.validated_data["name"],
+            scope=body.validated_data["scope"],
+            expires_in=timedelta(days=days) if days else None,
+        )
+        data = {**TokenSerializer(token).data, "token": raw}
+        return Response(data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        operation_id="tokens_revoke", request=ReleaseSerializer, responses={200: TokenSerializer}
+    )
+    def revoke(self, request: Request, pk: str) -> Response:
+        body = ReleaseSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        token = token_services.api_token_revoke(
+            actor=request.user, token_id=int(pk), reason=body.validated_data["reason"]
+        )
+        return Response(TokenSerializer(token).data)
+
+
+class IndexView(APIView):
+    """``GET /api/v1/admin/``: where each resource lives, and the API's own documents."""
+
+    RESOURCES = {
+        "maas_sites": "maas-sites",
+        "skus": "skus",
+        "nodes": "nodes",
+        "allocations": "allocations",
+        "onboardings": "onboardings",
+        "onboarding_batches": "onboardings/batches",
+        "decommissions": "decommissions",
+        "reconciliation_status": "reconciliation/status",
+        "reconciliation_drift": "reconciliation/drift",
+        "tokens": "tokens",
+        "metrics": "metrics",
+    }
+
+    @extend_schema(operation_id="index", tags=["index"], responses={200: IndexSerializer})
+    def get(self, request: Request) -> Response:
+        base = request.build_absolute_uri("/api/v1/")
+        return Response(
+            {
+                "resources": {k: f"{base}admin/{v}" for k, v in self.RESOURCES.items()},
+                "schema": f"{base}schema/",
+                "docs": f"{base}docs/",
+                "redoc": f"{base}redoc/",
+            }
+        )

@@ -1,30 +1,163 @@
-"""What every workflow API shares: the detail body (allowed verbs, timeline, live MAAS
-diagnostics) and the recovery-verb endpoint, generic over a workflow kind."""
+"""What every workflow API shares: the detail body (allowed verbs, latest timeline entries,
+cached MAAS diagnostics), the paginated timeline and the recovery-verb endpoint, generic over a
+workflow kind."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import django_filters
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from maas_domain.api.filters import UtcIsoDateTimeFilter
 from maas_domain.api.idempotency import idempotent
+from maas_domain.api.pagination import Pagination
+from maas_domain.api.schema import IDEMPOTENCY_KEY
 from maas_domain.api.serializers import StrictMixin
-from maas_domain.maas.diagnostics import machine_diagnostics
+from maas_domain.errors import InvalidInput
+from maas_domain.maas.diagnostics import cached_diagnostics
 from maas_domain.workflow import verbs
-from maas_domain.workflow.engine import WorkflowKind
+from maas_domain.workflow.kinds import WorkflowKind
 from maas_domain.workflow.models import WorkflowState
 
 EVENT_FIELDS = ["id", "at", "kind", "stage", "attempt", "message", "data", "actor_name"]
+VERB_NAMES = list(verbs.VERBS)
 
 
 class VerbSerializer(StrictMixin, serializers.Serializer[Any]):
     reason = serializers.CharField(max_length=500, required=False, allow_blank=True)
     confirm = serializers.BooleanField(required=False, default=False)
+
+
+class TimelineEventSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    kind = serializers.CharField()
+    stage = serializers.CharField()
+    attempt = serializers.IntegerField()
+    message = serializers.CharField()
+    data = serializers.JSONField()  # type: ignore[assignment]
+    actor_name = serializers.CharField()
+
+
+class MaasEventSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    created = serializers.DateTimeField()
+    level = serializers.CharField()
+    type = serializers.CharField()
+    description = serializers.CharField()
+
+
+class ScriptResultSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    status = serializers.CharField()
+    exit_status = serializers.IntegerField(allow_null=True)
+    output = serializers.CharField()
+
+
+class DiagnosticsSerializer(serializers.Serializer[Any]):
+    """What MAAS says about the machine, through the control plane (never SSH). The MAAS fields
+    are present when ``available``; ``detail`` says why not otherwise."""
+
+    available = serializers.BooleanField()
+    detail = serializers.CharField(required=False)
+    fetched_at = serializers.DateTimeField(allow_null=True)
+    age_seconds = serializers.FloatField(allow_null=True)
+    system_id = serializers.CharField(required=False)
+    status = serializers.CharField(required=False)
+    status_message = serializers.CharField(required=False, allow_null=True)
+    error_description = serializers.CharField(required=False, allow_null=True)
+    power_state = serializers.CharField(required=False, allow_null=True)
+    events = MaasEventSerializer(many=True, required=False)
+    installation_output = serializers.CharField(required=False)
+    commissioning_results = ScriptResultSerializer(many=True, required=False)
+
+
+class DryRunSerializer(serializers.Serializer[Any]):
+    dry_run = serializers.BooleanField()
+    allowed = serializers.BooleanField()
+    current_state = serializers.CharField()
+    verb = serializers.ChoiceField(choices=VERB_NAMES)
+    from_stage = serializers.CharField()
+    attempt = serializers.IntegerField()
+    maas_calls = serializers.ListField(child=serializers.CharField())
+    preconditions = serializers.ListField(child=serializers.CharField())
+
+
+def detail_serializers(base: Any) -> tuple[Any, Any]:
+    """(the verb answer: the row and its allowed verbs, the detail: that plus the latest
+    timeline entries and diagnostics), for a kind's row serializer (schema documentation)."""
+    name = base.__name__.removesuffix("Serializer")
+    allowed = serializers.ListField(child=serializers.ChoiceField(choices=VERB_NAMES))
+    answer = type(f"{name}VerbAnswerSerializer", (base,), {
+        "allowed_verbs": allowed,
+        "Meta": type("Meta", (base.Meta,), {"fields": [*base.Meta.fields, "allowed_verbs"]}),
+    })  # fmt: skip
+    detail = type(f"{name}DetailSerializer", (answer,), {
+        "timeline": TimelineEventSerializer(many=True, help_text="The latest 50 entries."),
+        "timeline_count": serializers.IntegerField(),
+        "diagnostics": DiagnosticsSerializer(required=False),
+        "Meta": type("Meta", (base.Meta,), {"fields": [
+            *base.Meta.fields, "allowed_verbs", "timeline", "timeline_count", "diagnostics"
+        ]}),
+    })  # fmt: skip
+    return answer, detail
+
+
+DIAGNOSTICS_PARAM = OpenApiParameter(
+    "diagnostics",
+    str,
+    enum=["cached", "refresh", "false"],
+    description="cached (default): the last answer if fetched in the last minute; refresh: ask "
+    "MAAS now; false: leave out.",
+)
+VERB_PARAMS = [
+    OpenApiParameter("verb", str, OpenApiParameter.PATH, enum=VERB_NAMES),
+    OpenApiParameter("dry_run", bool, description="Answer the plan (200) and change nothing."),
+    IDEMPOTENCY_KEY,
+]
+VERB_EXAMPLES = [
+    OpenApiExample("retry with a reason", {"reason": "BMC was rebooted"}, request_only=True),
+    OpenApiExample("restart-clean", {"reason": "start over", "confirm": True}, request_only=True),
+    OpenApiExample(
+        "dry-run plan",
+        {"dry_run": True, "allowed": True, "current_state": "failed", "verb": "retry",
+         "from_stage": "deploy", "attempt": 2, "maas_calls": ["deploy: machine.deploy"],
+         "preconditions": ["state is failed; retry is allowed from failed"]},
+        response_only=True, status_codes=["200"],
+    ),
+]  # fmt: skip
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def verb_schema(kind: str, answer: type[serializers.Serializer[Any]]) -> Callable[[F], F]:
+    return extend_schema(
+        operation_id=f"{kind}s_verb",
+        request=VerbSerializer,
+        responses={202: answer, 200: DryRunSerializer},
+        parameters=VERB_PARAMS,
+        examples=VERB_EXAMPLES,
+        description="One of the seven recovery verbs (docs/api.md, 'Recovery verbs').",
+    )
+
+
+def detail_schema(kind: str, detail: type[serializers.Serializer[Any]]) -> Callable[[F], F]:
+    return extend_schema(
+        operation_id=f"{kind}s_read", responses={200: detail}, parameters=[DIAGNOSTICS_PARAM]
+    )
+
+
+def timeline_schema(kind: str) -> Callable[[F], F]:
+    return extend_schema(
+        operation_id=f"{kind}s_timeline", responses={200: TimelineEventSerializer(many=True)}
+    )
 
 
 class WorkflowSerializer(serializers.ModelSerializer[Any]):
@@ -40,37 +173,57 @@ class WorkflowFilter(django_filters.FilterSet):
     """The list filters every workflow kind has; a kind adds its own and sets ``Meta.model``."""
 
     site = django_filters.NumberFilter(field_name="site_id")
-    state = django_filters.MultipleChoiceFilter(choices=WorkflowState.CHOICES)
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    state = django_filters.MultipleChoiceFilter(choices=WorkflowState.choices)
+    created_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
     search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
 
 
-def timeline(wf: Any) -> list[dict[str, Any]]:
-    return [
-        {**row, "at": row["at"].isoformat()}
-        for row in wf.events.order_by("at", "id").values(*EVENT_FIELDS)
-    ]
+RECENT_EVENTS = 50
+DIAGNOSTICS = ("cached", "refresh", "true", "false")
+
+
+def timeline(wf: Any, *, limit: int = RECENT_EVENTS) -> list[dict[str, Any]]:
+    """The workflow's latest ``limit`` timeline entries, oldest first."""
+    rows = list(wf.events.order_by("-at", "-id").values(*EVENT_FIELDS)[:limit])
+    return [{**row, "at": row["at"].isoformat()} for row in reversed(rows)]
+
+
+def timeline_page(wf: Any, request: Request) -> Response:
+    """GET /{kind}s/{id}/timeline: every entry, oldest first, a page at a time."""
+    paginator = Pagination()
+    page: list[Any] | None = paginator.paginate_queryset(wf.events.order_by("at", "id"), request)
+    rows = [{f: getattr(e, f) for f in EVENT_FIELDS} for e in page or []]
+    return paginator.get_paginated_response(TimelineEventSerializer(rows, many=True).data)
 
 
 def detail(wf: Any, serializer: type[serializers.Serializer[Any]], request: Request) -> Response:
-    """GET /{kind}s/{id}: the row, allowed verbs, timeline and (unless ?diagnostics=false)
-    what MAAS says about the machine now."""
+    """GET /{kind}s/{id}: the row, allowed verbs, the latest timeline entries (all of them at
+    ``/timeline``) and MAAS diagnostics: cached (default, with their age), fetched now
+    (``?diagnostics=refresh``) or left out (``?diagnostics=false``). Reading a workflow never
+    waits on MAAS unless asked to."""
+    mode = request.query_params.get("diagnostics", "cached").lower()
+    if mode not in DIAGNOSTICS:
+        raise InvalidInput(
+            "Invalid query parameter.", fields={"diagnostics": ["One of: cached, refresh, false."]}
+        )
     data = dict(serializer(wf).data)
     data["allowed_verbs"] = verbs.allowed_verbs(wf)
     data["timeline"] = timeline(wf)
-    if request.query_params.get("diagnostics", "true").lower() != "false":
-        data["diagnostics"] = machine_diagnostics(wf.site, wf.maas_system_id)
+    data["timeline_count"] = wf.events.count()
+    if mode != "false":
+        data["diagnostics"] = cached_diagnostics(
+            wf._meta.model_name, wf, refresh=mode in ("refresh", "true")
+        )
     return Response(data)
 
 
 def verb(
     request: Request,
-    kind: WorkflowKind,
+    kind: WorkflowKind[Any],
     pk: str,
     name: str,
     serializer: type[serializers.Serializer[Any]],
-    adopt: Callable[[Any], tuple[str, dict[str, Any]]],
 ) -> Response:
     """POST /{kind}s/{id}/{verb}[?dry_run=true] with optional {reason, confirm}."""
     get_object_or_404(kind.model, pk=pk)
@@ -85,7 +238,6 @@ def verb(
             name,
             actor=request.user,
             dry_run=dry_run,
-            adopt=adopt if name == "adopt" else None,
             **body.validated_data,
         )
         if result["dry_run"]:

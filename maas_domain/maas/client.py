@@ -1,6 +1,6 @@
 """The MAAS client: one typed method per operation the workflows need.
 
-Wire format as real clients send it (maas-api.md §2, §12): OAuth1 PLAINTEXT with an empty
+Wire format as real clients send it (docs/maas-api.md §2, §12): OAuth1 PLAINTEXT with an empty
 consumer secret, ``op=`` in the query string, multipart bodies with base64 parts, trailing
 slashes, JSON answers. Every request has connect and read timeouts, is counted and timed per
 operation and outcome, and is logged with site, system_id and the correlation id (never with
@@ -19,7 +19,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +30,9 @@ import requests
 from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
 from requests_oauthlib import OAuth1
 
+from maas_domain import urlsafety
 from maas_domain.maas import types
-from maas_domain.maas.errors import MaasError, MaasTransient, classify
+from maas_domain.maas.errors import MaasError, MaasServerError, MaasTransient, classify
 from maas_domain.maas.metrics import STATS, CallStats
 from maas_domain.observability import metrics as prometheus
 
@@ -82,6 +83,9 @@ def encode_multipart(fields: Sequence[tuple[str, str]]) -> tuple[bytes, str]:
 
 LARGE_BODY = 1 << 20
 READ_CHUNK = 1 << 20
+# A 10,000-machine listing is ~71 MB; a bigger answer is a misbehaving or hostile server.
+DEFAULT_MAX_BODY = 256 << 20
+DEFAULT_DEADLINE = 120.0  # seconds for one request, body included
 
 
 @contextmanager
@@ -119,8 +123,13 @@ class MaasClient:
         sleep: Callable[[float], None] = time.sleep,
         stats: CallStats = STATS,
         before_mutation: Callable[[str], None] | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         self.before_mutation = before_mutation
+        self.max_body = max_body
+        self.deadline = deadline
+        self._target_checked = False
         self.root = api_root(url)
         self.site = site
         self.timeout = (connect_timeout, read_timeout)
@@ -163,6 +172,7 @@ class MaasClient:
         body, content_type = encode_multipart(form) if method in ("POST", "PUT") else (None, None)
         headers = {"Content-Type": content_type} if content_type else {}
         attempts = self.read_attempts if method == "GET" else 1
+        self._check_target(operation, system_id)
         if method != "GET" and self.before_mutation is not None:
             self.before_mutation(operation)  # e.g. renew a workflow lease; may raise to stop
         for attempt in range(1, attempts + 1):
@@ -176,10 +186,17 @@ class MaasClient:
                     headers=headers,
                     timeout=self.timeout,
                     stream=True,
+                    allow_redirects=False,  # MAAS does not redirect API calls; nothing follows one
                 )
-                # Read the body in 1 MiB chunks (requests' default is 10 KiB): a 65 MB machine
-                # listing arrives in 0.05 s instead of 0.2 s. Errors are still requests'.
-                content = b"".join(response.iter_content(READ_CHUNK))
+                content = self._read(response, started, operation, system_id)
+                if 300 <= response.status_code < 400:
+                    raise MaasServerError(
+                        f"MAAS answered {response.status_code} to {operation} (a redirect, not "
+                        "followed: check the site's maas_url)",
+                        operation=operation,
+                        status=response.status_code,
+                        system_id=system_id,
+                    )
                 if response.status_code >= 400:
                     raise classify(
                         response.status_code,
@@ -218,6 +235,50 @@ class MaasClient:
                     return orjson.loads(content)
             return content
         raise AssertionError("unreachable")
+
+    def _check_target(self, operation: str, system_id: str) -> None:
+        """Refuse link-local and cloud metadata addresses (unless the deployment allows them)
+        before the first connection (docs/security.md)."""
+        if self._target_checked:
+            return
+        parts = urlsplit(self.root)
+        problem = urlsafety.resolved_problem(parts.hostname or "", parts.port)
+        if problem:
+            raise MaasServerError(
+                f"refused to call MAAS: {problem} (MAASCP_ALLOW_LINK_LOCAL_TARGETS allows it)",
+                operation=operation,
+                system_id=system_id,
+            )
+        self._target_checked = True
+
+    def _read(
+        self, response: requests.Response, started: float, operation: str, system_id: str
+    ) -> bytes:
+        """The body in 1 MiB chunks (requests' default is 10 KiB: a 65 MB machine listing
+        arrives in 0.05 s instead of 0.2 s), at most ``max_body`` bytes, finished within
+        ``deadline`` seconds of the request's start (each read also has the read timeout)."""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for chunk in response.iter_content(READ_CHUNK):
+                size += len(chunk)
+                if size > self.max_body:
+                    raise MaasServerError(
+                        f"MAAS's answer to {operation} is larger than {self.max_body} bytes",
+                        operation=operation,
+                        status=response.status_code,
+                        system_id=system_id,
+                    )
+                if time.monotonic() - started > self.deadline:
+                    raise MaasTransient(
+                        f"MAAS's answer to {operation} exceeded the {self.deadline:g}s deadline",
+                        operation=operation,
+                        system_id=system_id,
+                    )
+                chunks.append(chunk)
+        finally:
+            response.close()
+        return b"".join(chunks)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -400,6 +461,19 @@ class MaasClient:
         if testing_scripts:
             form.append(("testing_scripts", ",".join(testing_scripts)))
         return self._machine_op("commission", system_id, form)
+
+    def test(
+        self,
+        system_id: str,
+        *,
+        testing_scripts: Sequence[str],
+        parameters: Mapping[str, str] | None = None,
+    ) -> types.Machine:
+        """Run testing scripts in the machine's ephemeral environment (``op=test``); script
+        parameters are sent as ``<script>_<parameter>`` (or a bare name for every script)."""
+        form = [("testing_scripts", ",".join(testing_scripts))]
+        form += sorted((parameters or {}).items())
+        return self._machine_op("test", system_id, form)
 
     def deploy(
         self,

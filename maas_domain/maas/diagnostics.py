@@ -3,7 +3,11 @@ status message, installation output and commissioning results for one workflow's
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+
+from django.core.cache import cache
+from django.utils import timezone
 
 from maas_domain.maas.errors import MaasError
 from maas_domain.maas.factory import client_for_site
@@ -60,3 +64,27 @@ def machine_diagnostics(site: Any, system_id: str, *, events: int = 25) -> dict[
             for r in s.results
         ],
     }
+
+
+CACHE_SECONDS = 60  # docs/api.md, "Diagnostics": how long a fetched answer is shown
+
+
+def cached_diagnostics(kind: str, wf: Any, *, refresh: bool) -> dict[str, Any]:
+    """A workflow's diagnostics from a short-lived cache, fetched from MAAS only when
+    ``refresh`` is asked (or nothing is cached). ``fetched_at`` and ``age_seconds`` say how old
+    the answer is; reading a workflow never waits on MAAS unless the caller asked to."""
+    key = f"maascp:diagnostics:{kind}:{wf.pk}:{wf.maas_system_id}"
+    found = None if refresh else cache.get(key)
+    if found is None and not refresh:
+        return {
+            "available": False,
+            "detail": "not fetched in the last minute: ask with ?diagnostics=refresh",
+            "fetched_at": None,
+            "age_seconds": None,
+        }
+    if found is None:
+        found = {**machine_diagnostics(wf.site, wf.maas_system_id),
+                 "fetched_at": timezone.now().isoformat()}  # fmt: skip
+        cache.set(key, found, CACHE_SECONDS)
+    age = (timezone.now() - datetime.fromisoformat(found["fetched_at"])).total_seconds()
+    return {**found, "age_seconds": round(max(age, 0.0), 1)}

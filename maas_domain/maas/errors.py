@@ -14,6 +14,7 @@ Retry decisions everywhere else read the *type*, never a status code:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,6 +77,16 @@ class MaasServerError(MaasError):
     kind = "server_error"
 
 
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]+")
+
+
+def excerpt(text: str, limit: int) -> str:
+    """What may be kept of a server's answer: printable ASCII, whitespace collapsed, at most
+    ``limit`` characters (an answer can be anything: HTML, escape sequences, a whole page)."""
+    flat = " ".join(_UNPRINTABLE.sub(" ", text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     value = headers.get("Retry-After")
     if value is None:
@@ -96,7 +107,7 @@ def classify(
 ) -> MaasError:
     """Turn a non-2xx MAAS answer into its error class."""
     text = body.decode("utf-8", "replace").strip()
-    short = text[:500]
+    short = excerpt(text, 300)
     common: dict[str, Any] = {"operation": operation, "status": status, "system_id": system_id}
     retry_after = retry_after_seconds(headers)
     if status in (502, 503, 504) or (status == 409 and retry_after is not None):

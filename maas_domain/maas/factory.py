@@ -9,18 +9,19 @@ from django.conf import settings
 
 from maas_domain.maas.client import MaasClient
 from maas_domain.models import MaasSite
+from maas_domain.secrets.sites import maas_api_key
 
 
 def client_for_site(site: MaasSite, *, api_key: str | None = None, **overrides: Any) -> MaasClient:
     if api_key is None:
-        from maas_domain.services.credentials import maas_api_key
-
         api_key = maas_api_key(site=site)
     options: dict[str, Any] = {
         "site": site.name,
         "verify_tls": site.verify_tls,
         "connect_timeout": settings.MAAS_CONNECT_TIMEOUT,
         "read_timeout": settings.MAAS_READ_TIMEOUT,
+        "deadline": settings.MAAS_REQUEST_DEADLINE,
+        "max_body": settings.MAAS_MAX_RESPONSE_BYTES,
     }
     options.update(overrides)
     return MaasClient(site.maas_url, api_key, **options)

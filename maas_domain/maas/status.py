@@ -1,4 +1,4 @@
-"""MAAS NODE_STATUS numbers and their exact ``status_name`` labels (maas-api.md §4.1)."""
+"""MAAS NODE_STATUS numbers and their exact ``status_name`` labels (docs/maas-api.md §4.1)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ LABELS = {
 }
 
 _S = NodeStatus
-# NODE_TRANSITIONS (maas-api.md §4.2): the status moves MAAS itself validates.
+# NODE_TRANSITIONS (docs/maas-api.md §4.2): the status moves MAAS itself validates.
 _RESET = {
     _S.NEW,
     _S.COMMISSIONING,

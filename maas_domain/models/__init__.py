@@ -1,9 +1,16 @@
-"""Records owned by the MAAS domain (seed 000 §7) and the records it coordinates."""
+"""Records owned by the MAAS domain and the records it coordinates (docs/architecture.md,
+"Data")."""
 
 from maas_domain.models.audit import AuditLog
 from maas_domain.models.inventory import Allocation, AllocationState, Node, NodeState, Sku
 from maas_domain.models.outbox import OutboxEvent
-from maas_domain.models.security import ApiToken, IdempotencyRecord, SecretVersion
+from maas_domain.models.security import (
+    Access,
+    ApiToken,
+    IdempotencyRecord,
+    SecretVersion,
+    TokenScope,
+)
 from maas_domain.models.sites import (
     CredentialKind,
     MaasSite,
@@ -15,6 +22,7 @@ from maas_domain.models.sites import (
 )
 
 __all__ = [
+    "Access",
     "Allocation",
     "AllocationState",
     "ApiToken",
@@ -32,4 +40,5 @@ __all__ = [
     "SiteProfile",
     "SiteStatus",
     "Sku",
+    "TokenScope",
 ]

@@ -27,6 +27,14 @@ class AuditLog(models.Model):
     after = models.JSONField(null=True, blank=True)
     reason = models.CharField(max_length=500, blank=True, default="")
     correlation_id = models.CharField(max_length=64, db_index=True)
+    api_token = models.ForeignKey(
+        "maas_domain.ApiToken",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The API token the actor used, when the change came through one.",
+    )
 
     class Meta:
         db_table = "audit_log"

@@ -6,11 +6,12 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import FSMField, transition
 
-from maas_domain.models.sites import MaasSite
+from maas_domain.models.sites import MaasSite, Revisioned
 
 
-class Sku(models.Model):
-    """A hardware class a node is bound to (e.g. 8x H100 SXM)."""
+class Sku(Revisioned):
+    """A hardware class a node is bound to (e.g. 8x H100 SXM). Deleted only while nothing
+    refers to it; otherwise disabled (``active = False``), so history keeps its SKU."""
 
     code = models.SlugField(max_length=63, unique=True)
     name = models.CharField(max_length=200)
@@ -27,24 +28,27 @@ class Sku(models.Model):
         return self.code
 
 
-class NodeState:
-    REGISTERED = "registered"
-    PROVISIONING = "provisioning"
-    ACTIVE = "active"
-    DRAINING = "draining"
-    QUARANTINED = "quarantined"
-    RETIRED = "retired"
-    CHOICES = [(s, s) for s in (REGISTERED, PROVISIONING, ACTIVE, DRAINING, QUARANTINED, RETIRED)]
-    # states a decommission may start from (draining: left by an earlier decommission)
-    DECOMMISSIONABLE = (ACTIVE, QUARANTINED, DRAINING)
+class NodeState(models.TextChoices):
+    # Labels equal the values: the API and the admin show the values as they are.
+    REGISTERED = "registered", "registered"
+    PROVISIONING = "provisioning", "provisioning"
+    ACTIVE = "active", "active"
+    DRAINING = "draining", "draining"
+    QUARANTINED = "quarantined", "quarantined"
+    RETIRED = "retired", "retired"
+
+
+# states a decommission may start from (draining: left by an earlier decommission)
+DECOMMISSIONABLE = (NodeState.ACTIVE, NodeState.QUARANTINED, NodeState.DRAINING)
 
 
 class Node(models.Model):
     """A GPU machine in our inventory. The FSM only guards which lifecycle moves are legal;
     services perform them (and their side effects) inside a transaction.
 
-    Invariant: at most one non-retired node per (site, hostname); a retired node keeps its
-    history and a later onboarding of the same host creates a new row.
+    Invariant: at most one non-retired node per (site, hostname), per (site, IPMI address) and
+    per (site, MAAS system id); a retired node keeps its history and a later onboarding of the
+    same host creates a new row.
     """
 
     site = models.ForeignKey(MaasSite, on_delete=models.PROTECT, related_name="nodes")
@@ -52,7 +56,7 @@ class Node(models.Model):
     hostname = models.CharField(max_length=63)
     ipmi_ip = models.GenericIPAddressField(protocol="IPv4", null=True, blank=True)
     maas_system_id = models.CharField(max_length=32, blank=True, default="")
-    state = FSMField(default=NodeState.REGISTERED, choices=NodeState.CHOICES)
+    state = FSMField(default=NodeState.REGISTERED, choices=NodeState.choices)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -64,7 +68,17 @@ class Node(models.Model):
                 fields=["site", "hostname"],
                 condition=~Q(state=NodeState.RETIRED),
                 name="uniq_live_node_hostname_per_site",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["site", "ipmi_ip"],
+                condition=~Q(state=NodeState.RETIRED) & Q(ipmi_ip__isnull=False),
+                name="uniq_live_node_ipmi_ip_per_site",
+            ),
+            models.UniqueConstraint(
+                fields=["site", "maas_system_id"],
+                condition=~Q(state=NodeState.RETIRED) & ~Q(maas_system_id=""),
+                name="uniq_live_node_system_id_per_site",
+            ),
         ]
         indexes = [models.Index(fields=["state"])]
 
@@ -112,11 +126,10 @@ class Node(models.Model):
         """Full decommission: the row stays for history."""
 
 
-class AllocationState:
-    ACTIVE = "active"
-    RELEASED = "released"
-    FORCE_RELEASED = "force_released"
-    CHOICES = [(s, s) for s in (ACTIVE, RELEASED, FORCE_RELEASED)]
+class AllocationState(models.TextChoices):
+    ACTIVE = "active", "active"
+    RELEASED = "released", "released"
+    FORCE_RELEASED = "force_released", "force_released"
 
 
 class Allocation(models.Model):
@@ -126,7 +139,7 @@ class Allocation(models.Model):
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
     holder = models.CharField(max_length=200, help_text="Tenant or workload holding the node.")
-    state = FSMField(default=AllocationState.ACTIVE, choices=AllocationState.CHOICES)
+    state = FSMField(default=AllocationState.ACTIVE, choices=AllocationState.choices)
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
     released_by = models.CharField(max_length=150, blank=True, default="")

@@ -6,13 +6,40 @@ from django.conf import settings
 from django.db import models
 
 
+class Access(models.Model):
+    """Carries the three action-class permissions (``maas_domain/access.py``); no table."""
+
+    class Meta:
+        managed = False
+        default_permissions = ()
+        permissions = [
+            ("access_read", "Read the control plane (API and admin pages)"),
+            ("access_operate", "Operate: start onboardings, continue workflows, probe, reconcile"),
+            ("access_admin", "Destructive and trust changes: decommission, credentials, policy"),
+        ]
+
+    def __str__(self) -> str:
+        return "access"
+
+
+class TokenScope(models.TextChoices):
+    READ = "read"
+    OPERATE = "operate"
+    ADMIN = "admin"
+
+
 class ApiToken(models.Model):
     """A bearer token for API clients. Only a SHA-256 of the token is stored; the token itself
-    is shown once, by the command that creates it."""
+    is shown once, by whatever creates it (``maas_domain/services/tokens.py``). Every token
+    expires; its scope caps what a request through it may do (docs/security.md)."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
+    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.READ)
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    revoked_by = models.CharField(max_length=150, blank=True, default="")
+    revoke_reason = models.CharField(max_length=500, blank=True, default="")
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=12, help_text="First characters, to recognise a token.")
     key_hash = models.CharField(max_length=64, unique=True)

@@ -63,6 +63,17 @@ class MaasSite(Revisioned):
         default="",
         help_text="Control-plane URL as nodes on this site reach it (default MAASCP_NODE_API_URL).",
     )
+    payload_allowed_hosts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Hosts this site's nodes may fetch the bootstrap bundle and node-agent script "
+        "from (names, addresses or *.domain). Empty: MAASCP_PAYLOAD_ALLOWED_HOSTS.",
+    )
+    allow_http = models.BooleanField(
+        default=False,
+        help_text="Nodes may fetch the bundle and the node-agent script over plain http (a lab); "
+        "otherwise https only.",
+    )
     health = models.CharField(max_length=16, choices=SiteHealth.choices, default=SiteHealth.UNKNOWN)
     last_probe_at = models.DateTimeField(null=True, blank=True)
     probe_result = models.JSONField(default=dict, blank=True)
@@ -195,8 +206,13 @@ class SecretRef(models.Model):
 
 
 class SiteCredential(SecretRef):
+    """A site credential. The MAAS API key is bound to the MAAS URL and TLS setting it was
+    written (or last confirmed) for: it is never sent anywhere else (docs/security.md)."""
+
     site = models.ForeignKey(MaasSite, on_delete=models.CASCADE, related_name="credentials")
     kind = models.CharField(max_length=32, choices=CredentialKind.choices)
+    bound_url = models.CharField(max_length=500, blank=True, default="")
+    bound_verify_tls = models.BooleanField(null=True, blank=True)
 
     class Meta:
         db_table = "maas_site_credentials"
@@ -206,6 +222,9 @@ class SiteCredential(SecretRef):
 
     def __str__(self) -> str:
         return f"{self.site_id}:{self.kind}"
+
+    def bound_to(self, site: MaasSite) -> bool:
+        return self.bound_url == site.maas_url and self.bound_verify_tls == site.verify_tls
 
 
 class PowerCredentialOverride(SecretRef):

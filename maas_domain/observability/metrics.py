@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from prometheus_client import Counter, Histogram, values
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -91,6 +92,21 @@ LOG_RECORDS_DROPPED = Counter(
     registry=None,
 )
 
+# -- security (docs/security.md) -------------------------------------------------------------------
+NODE_REFUSALS = Counter(
+    "maascp_node_refusals",
+    "Requests the node-facing endpoints refused, by endpoint and reason "
+    "(invalid, replayed, throttled)",
+    ["endpoint", "reason"],
+    registry=None,
+)
+THROTTLED = Counter(
+    "maascp_throttled_requests",
+    "Requests answered 429, by limit (api_mutations, node_address, node_onboarding, admin_login)",
+    ["limit"],
+    registry=None,
+)
+
 # -- DB-derived gauges (computed at scrape time by the web endpoint) -------------------------------
 WORKFLOWS = "maascp_workflows"
 OUTBOX_UNPUBLISHED = "maascp_outbox_unpublished_events"
@@ -107,6 +123,8 @@ FAMILIES: dict[str, str] = {
     MAAS_LATENCY._name: "histogram",
     RECONCILE_DURATION._name: "histogram",
     LOG_RECORDS_DROPPED._name: "counter",
+    NODE_REFUSALS._name: "counter",
+    THROTTLED._name: "counter",
     WORKFLOWS: "gauge",
     OUTBOX_UNPUBLISHED: "gauge",
     OUTBOX_OLDEST_AGE: "gauge",
@@ -131,19 +149,22 @@ _STAGE_END = {"Done": "succeeded", "Fail": "failed", "Hold": "manual_interventio
 
 
 def stage_recorded(
-    kind: str, wf: Any, result: Any, now: datetime, stage_events: Iterable[Any] = ()
+    kind: str,
+    stage: str,
+    started: datetime | None,
+    result: Any,
+    now: datetime,
+    stage_events: Iterable[Any] = (),
+    *,
+    cancelling: bool = False,
 ) -> None:
-    """Called by ``engine.record`` with the final result of one step and the timeline events the
-    stage added, inside its transaction; counted when that transaction commits (a rolled-back
-    result did not happen). Retries are the engine's (a ``Retry`` result) and a stage's own
-    (a ``retry.decision`` event that goes on, e.g. release and redeploy after a datasource
-    failure)."""
-    from django.db import transaction
-
-    stage = str(wf.stage)
-    started = wf.stage_started_at
+    """Called by the engine (``maas_domain.workflow.step.record``) with the final result of one
+    step and the timeline events the stage added, inside its transaction; counted when that
+    transaction commits (a rolled-back result did not happen). Retries are the engine's (a
+    ``Retry`` result) and a stage's own (a ``retry.decision`` event that goes on, e.g. release
+    and redeploy after a datasource failure). ``cancelling``: the step ran the kind's cancel
+    stage (``Done`` then means cancelled)."""
     name = type(result).__name__
-    cancelling = wf.state == "cancelling"
     if cancelling:
         outcome = {"Done": "cancelled", "Fail": "manual_intervention"}.get(name)
     else:
@@ -180,6 +201,14 @@ def reconcile_finished(site: str, seconds: float, outcome: str) -> None:
     RECONCILE_DURATION.labels(site, outcome).observe(max(seconds, 0.0))
 
 
+def node_refused(endpoint: str, reason: str) -> None:
+    NODE_REFUSALS.labels(endpoint, reason).inc()
+
+
+def throttled(limit: str) -> None:
+    THROTTLED.labels(limit).inc()
+
+
 def log_records_dropped(reason: str, count: int = 1) -> None:
     LOG_RECORDS_DROPPED.labels(reason).inc(count)
 
@@ -200,42 +229,6 @@ def register_gauge_source(name: str, source: GaugeSource) -> None:
     GAUGE_SOURCES = [(n, s) for n, s in GAUGE_SOURCES if n != name] + [(name, source)]
 
 
-def workflows_family() -> GaugeMetricFamily:
-    """Workflows by kind and state: one GROUP BY per registered kind (``engine.KINDS``), every
-    state present (zeros included) so that series do not vanish."""
-    from django.db.models import Count
-
-    from maas_domain.workflow import engine
-    from maas_domain.workflow.models import WorkflowState
-
-    family = GaugeMetricFamily(WORKFLOWS, "Workflows by kind and state", labels=["kind", "state"])
-    for name, kind in sorted(engine.KINDS.items()):
-        counts = dict(kind.model.objects.order_by().values_list("state").annotate(n=Count("id")))
-        for state in WorkflowState.ALL:
-            family.add_metric([name, state], counts.get(state, 0))
-    return family
-
-
-def outbox_families() -> list[GaugeMetricFamily]:
-    """Outbox lag: how many events wait to be published and how old the oldest is (one query)."""
-    from django.db.models import Count, Min
-    from django.utils import timezone
-
-    from maas_domain.models import OutboxEvent
-
-    agg = OutboxEvent.objects.filter(published_at__isnull=True).aggregate(
-        n=Count("id"), oldest=Min("occurred_at")
-    )
-    oldest = agg["oldest"]
-    age = max((timezone.now() - oldest).total_seconds(), 0.0) if oldest else 0.0
-    return [
-        GaugeMetricFamily(OUTBOX_UNPUBLISHED, "Domain events not yet published", value=agg["n"]),
-        GaugeMetricFamily(
-            OUTBOX_OLDEST_AGE, "Age of the oldest unpublished domain event (0: none)", value=age
-        ),
-    ]
-
-
 def open_drift_family(counts: Mapping[tuple[str, str], int]) -> GaugeMetricFamily:
     """Open drift by kind and severity, from ``{(kind, severity): n}`` counts the
     reconciliation app computes with a constant number of queries."""
@@ -245,7 +238,3 @@ def open_drift_family(counts: Mapping[tuple[str, str], int]) -> GaugeMetricFamil
     for (kind, severity), n in sorted(counts.items()):
         family.add_metric([str(kind), str(severity)], n)
     return family
-
-
-register_gauge_source("workflows", lambda: [workflows_family()])
-register_gauge_source("outbox", outbox_families)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import renderers, viewsets
 from rest_framework.request import Request
 
@@ -29,6 +31,12 @@ class PrometheusTextRenderer(renderers.BaseRenderer):
 class MetricsViewSet(viewsets.ViewSet):
     renderer_classes = [renderers.JSONRenderer, PrometheusTextRenderer]
 
+    @extend_schema(
+        operation_id="metrics",
+        tags=["metrics"],
+        responses={(200, "text/plain"): OpenApiTypes.STR},
+        description="Prometheus text exposition (docs/observability.md).",
+    )
     def list(self, request: Request) -> HttpResponse:
         return HttpResponse(
             exposition.render_web(), content_type=exposition.CONTENT_TYPE_PLAIN_0_0_4

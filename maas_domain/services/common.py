@@ -52,9 +52,10 @@ def audited_update(
     expected_revision: int | None,
     apply: Callable[[M], None],
     unique_message: str | None = None,
-    reason: str = "",
+    reason: str | Callable[[], str] = "",
 ) -> M:
-    """Lock, check the revision, apply the change, save, audit: the common update path."""
+    """Lock, check the revision, apply the change, save, audit: the common update path.
+    ``reason`` may be a callable, read after ``apply`` (a reason the change itself decides)."""
     with transaction.atomic():
         row = lock(queryset, pk, label)
         check_revision(row, expected_revision)
@@ -67,6 +68,6 @@ def audited_update(
             target=row,
             before=before,
             after=audit.snapshot(row),
-            reason=reason,
+            reason=reason() if callable(reason) else reason,
         )
         return row

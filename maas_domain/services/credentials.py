@@ -11,25 +11,31 @@ probe (only MAAS talks to BMCs), so they take effect at once; old versions remai
 
 Secrets are written before the database transaction: if that transaction then fails, the new
 backend version is simply unreferenced, and nothing the product uses has changed.
+
+The MAAS API key is bound to the site's MAAS URL and TLS setting as they were when it was
+written (docs/security.md): once either changes, ``maas_api_key`` refuses to hand the key out
+(``CredentialNotConfirmed``) until an operator confirms the new address
+(``credentials_confirm_url``, called by a probe with ``confirm_maas_url``) or writes new
+credentials, which are bound to the current address and take effect at once (the old key was
+for another address).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from maas_domain import audit
-from maas_domain.errors import InvalidInput, ServiceUnavailable
+from maas_domain.errors import InvalidInput, secrets_unavailable
 from maas_domain.models import CredentialKind, MaasSite, PowerCredentialOverride, SiteCredential
-from maas_domain.models.sites import SecretRef
-from maas_domain.secrets import SecretNotFound, SecretsError, get_backend
+from maas_domain.models.sites import SecretRef, SiteHealth
+from maas_domain.secrets import SecretsError, get_backend
 from maas_domain.validators import hostname_error
 
-_KEY_PART = re.compile(r"^[A-Za-z0-9]+$")
+_KEY_PART = re.compile(r"[A-Za-z0-9]+")
 MAX_OVERRIDES = 1000
 
 
@@ -37,7 +43,7 @@ def api_key_error(value: object) -> str | None:
     if not isinstance(value, str):
         return "Must be a string."
     parts = value.split(":")
-    if len(parts) != 3 or not all(_KEY_PART.match(p) for p in parts):
+    if len(parts) != 3 or not all(_KEY_PART.fullmatch(p) for p in parts):
         return "Must be a MAAS API key: consumer_key:token_key:token_secret (three parts)."
     return None
 
@@ -97,7 +103,7 @@ def _write(path: str, data: dict[str, str]) -> int:
     try:
         return get_backend().write(path, data)
     except SecretsError as exc:
-        raise ServiceUnavailable(f"The secrets backend refused or failed the write: {exc}") from exc
+        raise secrets_unavailable(exc, "nothing was stored") from exc
 
 
 def _apply_version(ref: SecretRef, version: int, *, two_phase: bool, actor: audit.Actor) -> None:
@@ -131,6 +137,7 @@ def site_credentials_write(*, actor: audit.Actor, site: MaasSite, payload: Any) 
     with transaction.atomic():
         MaasSite.objects.select_for_update().filter(pk=site.pk).first()
         before = site_credentials_metadata(site=site)
+        site = MaasSite.objects.get(pk=site.pk)  # the URL the key is written for, as of now
         for kind, hostname, version, fields_set in written:
             ref: SecretRef
             if hostname is None:
@@ -143,7 +150,15 @@ def site_credentials_write(*, actor: audit.Actor, site: MaasSite, payload: Any) 
                     hostname=hostname,
                     defaults={"path": _path(site, f"power/{hostname}")},
                 )
-            _apply_version(ref, version, two_phase=kind == CredentialKind.MAAS_API_KEY, actor=actor)
+            is_key = kind == CredentialKind.MAAS_API_KEY
+            if is_key and isinstance(ref, SiteCredential) and not ref.bound_to(site):
+                # written for a new address: the previous key belongs to the old one, so the
+                # new key is the one in use (no pending phase that could fall back to the old)
+                ref.pending_version = None
+                ref.version = None
+            _apply_version(ref, version, two_phase=is_key, actor=actor)
+            if is_key and isinstance(ref, SiteCredential):
+                ref.bound_url, ref.bound_verify_tls = site.maas_url, site.verify_tls
             ref.fields_set = fields_set
             ref.save()
         after = site_credentials_metadata(site=site)
@@ -178,35 +193,44 @@ def site_credentials_metadata(*, site: MaasSite) -> dict[str, Any]:
     }
 
 
-# --- reads used by the MAAS client and the workflows (never leave the process) -----------------
+def credentials_unbind_on_change(*, site: MaasSite, before: dict[str, Any]) -> str:
+    """Called (in the site update's transaction) after ``maas_url``/``verify_tls`` may have
+    changed: health and key confirmation reset. Returns the audit reason ('' if unchanged)."""
+    changed = [k for k in ("maas_url", "verify_tls") if before[k] != getattr(site, k)]
+    if not changed:
+        return ""
+    site.health, site.last_probe_at, site.probe_result = SiteHealth.UNKNOWN, None, {}
+    SiteCredential.objects.filter(site=site, kind=CredentialKind.MAAS_API_KEY).update(
+        confirmed_at=None
+    )
+    return (
+        f"credentials_unbound: {' and '.join(changed)} changed; the MAAS API key is not sent "
+        "to the new address until an operator confirms it"
+    )
 
 
-@dataclass(frozen=True)
-class IpmiCredentials:
-    username: str
-    password: str
-
-    def __repr__(self) -> str:  # keep the password out of tracebacks and logs
-        return f"IpmiCredentials(username={self.username!r}, password='[redacted]')"
-
-
-def maas_api_key(*, site: MaasSite, pending: bool = False) -> str:
-    """The confirmed key (or the pending one, for the probe that confirms it)."""
-    ref = SiteCredential.objects.filter(site=site, kind=CredentialKind.MAAS_API_KEY).first()
-    if ref is None or ref.version is None:
-        raise SecretNotFound(f"site {site.name!r} has no MAAS API key")
-    version = ref.pending_version if pending and ref.pending_version else ref.version
-    return get_backend().read(ref.path, version)["api_key"]
-
-
-def ipmi_credentials(*, site: MaasSite, hostname: str) -> IpmiCredentials:
-    """Per-host override first, else the site default."""
-    ref: SecretRef | None = PowerCredentialOverride.objects.filter(
-        site=site, hostname=hostname
-    ).first()
-    if ref is None:
-        ref = SiteCredential.objects.filter(site=site, kind=CredentialKind.IPMI_DEFAULT).first()
-    if ref is None or ref.version is None:
-        raise SecretNotFound(f"site {site.name!r} has no IPMI credentials for {hostname!r}")
-    data = get_backend().read(ref.path, ref.version)
-    return IpmiCredentials(username=data["username"], password=data["password"])
+def credentials_confirm_url(*, actor: audit.Actor, site: MaasSite, confirm_maas_url: str) -> bool:
+    """An operator's explicit confirmation that the site's current MAAS URL (and TLS setting)
+    may receive its API key. Returns whether a binding changed (audited when it did)."""
+    if confirm_maas_url != site.maas_url:
+        raise InvalidInput(
+            "The confirmation must name the site's current MAAS URL.",
+            fields={"confirm_maas_url": [f"Must equal the site's maas_url ({site.maas_url})."]},
+        )
+    with transaction.atomic():
+        locked = MaasSite.objects.select_for_update().get(pk=site.pk)
+        ref = SiteCredential.objects.filter(site=locked, kind=CredentialKind.MAAS_API_KEY).first()
+        if ref is None or ref.bound_to(locked) or locked.maas_url != confirm_maas_url:
+            return False
+        before = {"maas_url": ref.bound_url, "verify_tls": ref.bound_verify_tls}
+        ref.bound_url, ref.bound_verify_tls = locked.maas_url, locked.verify_tls
+        ref.save(update_fields=["bound_url", "bound_verify_tls"])
+        audit.record(
+            actor=actor,
+            action="maas_site.credentials.confirm_url",
+            target=locked,
+            before=before,
+            after={"maas_url": locked.maas_url, "verify_tls": locked.verify_tls},
+            reason="operator confirmed the new MAAS address for the site's API key",
+        )
+    return True

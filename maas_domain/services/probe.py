@@ -22,13 +22,16 @@ from django.utils import timezone
 from maas_domain import audit
 from maas_domain.errors import NotFound
 from maas_domain.maas.client import MaasClient
-from maas_domain.maas.errors import MaasAuthError, MaasError
+from maas_domain.maas.errors import MaasAuthError, MaasError, excerpt
 from maas_domain.maas.factory import client_for_site
 from maas_domain.maas.types import BootResource, Subnet
 from maas_domain.models import CredentialKind, MaasSite, SiteCredential, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteHealth
 from maas_domain.secrets import SecretsError, get_backend
+from maas_domain.secrets.sites import unconfirmed_message
+from maas_domain.services.credentials import credentials_confirm_url
 
+PROBE_EXCERPT = 160  # characters kept of what a server said (docs/security.md)
 REQUIRED_CAPABILITIES = ("authenticate-api", "network-deployment-ubuntu")
 MIN_MAJOR_VERSION = 3
 
@@ -38,6 +41,7 @@ def _timeouts() -> dict[str, Any]:
         "connect_timeout": min(3.0, settings.MAAS_PROBE_TIMEOUT),
         "read_timeout": settings.MAAS_PROBE_TIMEOUT,
         "read_attempts": 1,
+        "deadline": settings.MAAS_PROBE_TIMEOUT + 5,
     }
 
 
@@ -63,9 +67,9 @@ class _Run:
         try:
             detail, ok = fn(), True
         except CheckFailed as exc:
-            detail, ok = str(exc), False
+            detail, ok = excerpt(str(exc), 2 * PROBE_EXCERPT), False
         except MaasError as exc:
-            detail, ok = f"{exc.kind}: {exc.message}", False
+            detail, ok = f"{exc.kind}: {excerpt(exc.message, PROBE_EXCERPT)}", False
         self.checks.append(Check(name, ok, detail, round((time.monotonic() - started) * 1000, 1)))
         return ok
 
@@ -86,10 +90,16 @@ def _key(ref: SiteCredential | None, version: int | None) -> str | None:
         raise CheckFailed(f"cannot read the MAAS API key from the secrets backend: {exc}") from exc
 
 
-def site_probe(*, actor: audit.Actor, site_id: int) -> dict[str, Any]:
+def site_probe(
+    *, actor: audit.Actor, site_id: int, confirm_maas_url: str | None = None
+) -> dict[str, Any]:
+    """Probe the site. ``confirm_maas_url`` (the site's current MAAS URL) is an operator's
+    confirmation that its API key may be sent there after the URL or TLS setting changed."""
     site = MaasSite.objects.filter(pk=site_id).first()
     if site is None:
         raise NotFound(f"Site {site_id} not found.")
+    if confirm_maas_url is not None:
+        credentials_confirm_url(actor=actor, site=site, confirm_maas_url=confirm_maas_url)
     profiles = list(SiteProfile.objects.filter(site=site, status=ProfileStatus.ACTIVE))
     creds = {c.kind: c for c in SiteCredential.objects.filter(site=site)}
     key_ref = creds.get(CredentialKind.MAAS_API_KEY)
@@ -99,6 +109,8 @@ def site_probe(*, actor: audit.Actor, site_id: int) -> dict[str, Any]:
 
     def connect() -> str:
         nonlocal client, promoted
+        if key_ref is not None and not key_ref.bound_to(site):
+            raise CheckFailed(unconfirmed_message(site))
         candidates = []
         if key_ref is not None and key_ref.pending_version:
             candidates.append(key_ref.pending_version)

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 
-from maas_domain import audit, workflows
-from maas_domain.errors import Conflict
+from maas_domain import audit, urlsafety
+from maas_domain.errors import Conflict, InvalidInput
 from maas_domain.models import MaasSite, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteStatus
+from maas_domain.pki import ca_bundle_error
 from maas_domain.policy import merge_policy, validate_policy
 from maas_domain.services.common import audited_update
+from maas_domain.services.credentials import credentials_unbind_on_change
+from maas_domain.validators import hostname_error
+from maas_domain.workflow.kinds import open_workflows
+
+MAX_APPROVED_HOSTS = 1000
 
 
 def _refuse_if_open(label: str, **filters: Any) -> None:
-    open_now = workflows.open_workflows(**filters)
+    open_now = open_workflows(**filters)
     if open_now:
         raise Conflict(
             f"{label} has open workflows; finish or cancel them first.",
@@ -23,10 +30,75 @@ def _refuse_if_open(label: str, **filters: Any) -> None:
         )
 
 
+def _check_site_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The CA bundle parses (certificates only, none expired); the first-live-run guard's
+    approved hosts are valid hostnames (duplicates dropped, order kept)."""
+    errors: dict[str, list[str]] = {}
+    if "ca_bundle_pem" in data and (reason := ca_bundle_error(data["ca_bundle_pem"])):
+        errors["ca_bundle_pem"] = [reason]
+    if "approved_hosts" in data:
+        hosts = data["approved_hosts"]
+        if not isinstance(hosts, list):
+            errors["approved_hosts"] = ["Must be a list of hostnames."]
+        elif len(hosts) > MAX_APPROVED_HOSTS:
+            errors["approved_hosts"] = [f"At most {MAX_APPROVED_HOSTS} hosts."]
+        else:
+            for i, host in enumerate(hosts):
+                if reason := hostname_error(host):
+                    errors[f"approved_hosts[{i}]"] = [reason]
+            if not errors:
+                data = {**data, "approved_hosts": list(dict.fromkeys(hosts))}
+    if errors:
+        raise InvalidInput("Invalid input.", fields=errors)
+    return data
+
+
+def _bundle_errors(site: MaasSite, policy: dict[str, Any], field: str) -> dict[str, list[str]]:
+    """The bundle URL of ``policy`` under ``site``'s rules (https, allowlist, no metadata)."""
+    ref = policy.get("bootstrap_bundle_ref")
+    if ref and (reason := urlsafety.check(ref, urlsafety.site_rules(site))):
+        return {f"{field}.bootstrap_bundle_ref": [reason]}
+    return {}
+
+
+def _site_url_errors(site: MaasSite) -> dict[str, list[str]]:
+    """What nodes of ``site`` would fetch must follow the site's URL rules (docs/security.md):
+    its node API URL, its own bundle, and every profile's bundle override."""
+    if reason := urlsafety.hosts_error(site.payload_allowed_hosts):
+        return {"payload_allowed_hosts": [reason]}
+    errors: dict[str, list[str]] = {}
+    maas_rules = urlsafety.UrlRules(
+        schemes=("http", "https"), allow_link_local=urlsafety.link_local_allowed()
+    )
+    if site.maas_url and (reason := urlsafety.check(site.maas_url, maas_rules)):
+        errors["maas_url"] = [reason]
+    node_url = site.node_api_url
+    if node_url:
+        reason = urlsafety.check(node_url, urlsafety.site_rules(site))
+        if not reason and (urlsplit(node_url).query or "%" in node_url):
+            reason = "The node API URL is a base URL: no query and no %-escapes."
+        if reason:
+            errors["node_api_url"] = [reason]
+    errors |= _bundle_errors(site, site.policy, "policy")
+    if site.pk is not None:
+        for profile in SiteProfile.objects.filter(site_id=site.pk).exclude(policy_overrides={}):
+            for key, reasons in _bundle_errors(site, profile.policy_overrides, "x").items():
+                errors.setdefault("policy", []).append(
+                    f"profile {profile.name}: {key.split('.', 1)[1]}: {reasons[0]}"
+                )
+    return errors
+
+
+def _refuse(errors: dict[str, list[str]]) -> None:
+    if errors:
+        raise InvalidInput("Invalid input.", fields=errors)
+
+
 def site_create(*, actor: audit.Actor, data: dict[str, Any]) -> MaasSite:
     """Create a site. ``data['policy']`` holds explicit policy keys (validated here)."""
-    data = dict(data)
+    data = _check_site_fields(dict(data))
     data["policy"] = merge_policy({}, validate_policy(data.get("policy", {})))
+    _refuse(_site_url_errors(MaasSite(**data)))
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -49,9 +121,11 @@ def _update_policy_holder(
     changes: dict[str, Any],
     expected_revision: int | None,
     unique_message: str,
+    url_errors: Any,
 ) -> Any:
     """Update a site or a profile: ``policy_attr`` is a merge-patch, and disabling is refused
-    while open workflows use the row (``kind`` is both the audit prefix and the filter name)."""
+    while open workflows use the row (``kind`` is both the audit prefix and the filter name).
+    ``url_errors(row)`` checks the changed row's URLs (nothing is saved when it finds any)."""
     changes = dict(changes)
     patch = (
         validate_policy(changes.pop(policy_attr), field_name=policy_attr)
@@ -59,14 +133,24 @@ def _update_policy_holder(
         else None
     )
     disabling = changes.get("status") == "disabled"
+    reasons: list[str] = []
 
     def apply(row: Any) -> None:
         if disabling and row.status != "disabled":
             _refuse_if_open(f"{kind.capitalize()} {row.name!r}", **{kind: row})
+        before = {key: getattr(row, key) for key in changes}
         for key, value in changes.items():
             setattr(row, key, value)
         if patch is not None:
             setattr(row, policy_attr, merge_policy(getattr(row, policy_attr), patch))
+        _refuse(url_errors(row))
+        if kind == "site" and {"maas_url", "verify_tls"} & set(changes):
+            reasons.append(
+                credentials_unbind_on_change(
+                    site=row,
+                    before={k: before.get(k, getattr(row, k)) for k in ("maas_url", "verify_tls")},
+                )
+            )
 
     return audited_update(
         actor=actor,
@@ -77,6 +161,7 @@ def _update_policy_holder(
         expected_revision=expected_revision,
         apply=apply,
         unique_message=unique_message,
+        reason=lambda: "; ".join(r for r in reasons if r),
     )
 
 
@@ -88,6 +173,7 @@ def site_update(
     expected_revision: int | None = None,
 ) -> MaasSite:
     """Update fields; ``policy`` is a merge-patch (null unsets). Disabling checks open work."""
+    changes = _check_site_fields(dict(changes))
     site: MaasSite = _update_policy_holder(
         actor=actor,
         queryset=MaasSite.objects.all(),
@@ -97,6 +183,7 @@ def site_update(
         changes=changes,
         expected_revision=expected_revision,
         unique_message=f"A site named {changes.get('name')!r} already exists.",
+        url_errors=_site_url_errors,
     )
     return site
 
@@ -117,6 +204,7 @@ def profile_create(*, actor: audit.Actor, site: MaasSite, data: dict[str, Any]) 
     data["policy_overrides"] = merge_policy(
         {}, validate_policy(data.get("policy_overrides", {}), field_name="policy_overrides")
     )
+    _refuse(_bundle_errors(site, data["policy_overrides"], "policy_overrides"))
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -149,6 +237,7 @@ def profile_update(
         changes=changes,
         expected_revision=expected_revision,
         unique_message=f"Site {site.name!r} already has a profile named {changes.get('name')!r}.",
+        url_errors=lambda row: _bundle_errors(site, row.policy_overrides, "policy_overrides"),
     )
     return profile
 

@@ -1,13 +1,13 @@
-"""Admin pages for any workflow kind (onboarding now; decommission plugs in the same way).
+"""Admin pages for any workflow kind (docs/admin.md).
 
-``WorkflowAdmin`` takes a kind name from the engine registry (``engine.KINDS``) and derives
+``WorkflowAdmin`` takes a kind name from the registry of kinds (``kinds.KINDS``) and derives
 everything from it: the state badge, the stage filter, the timeline (the model's ``events``
 relation), the version fields, live MAAS diagnostics, the recovery verbs as buttons and as bulk
 actions, and the confirmation page (the verb's dry-run plan plus a required reason) for
 destructive verbs. Verbs go through ``verbs.apply``, the same call the API makes: this module
 decides only what to *offer* (``verbs.allowed_verbs``) and how to show the outcome.
 
-A new kind needs a subclass with ``kind_name`` (and optionally ``adopt``, ``diagnostics``,
+A new kind needs a subclass with ``kind_name`` (and optionally ``diagnostics``,
 ``version_fields``, ``summary_fields``, ``extra_list_display``, a start form), registered with
 ``admin.site.register``. See docs/admin.md.
 """
@@ -31,13 +31,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from maas_domain.access import Action, ActionAdmin, allowed, verb_action
 from maas_domain.errors import Conflict, DomainError
-from maas_domain.workflow import engine, verbs
-from maas_domain.workflow.models import WorkflowState
+from maas_domain.workflow import verbs
+from maas_domain.workflow.kinds import KINDS, WorkflowKind
+from maas_domain.workflow.models import OPEN_STATES, WorkflowState
 
 W = WorkflowState
 
-STATE_COLOURS = {
+STATE_COLOURS: dict[str, str] = {
     W.PENDING: "#6c757d",
     W.RUNNING: "#0b5ed7",
     W.WAITING: "#6f42c1",
@@ -140,7 +142,7 @@ class AttentionFilter(admin.SimpleListFilter):
         if self.value() == "overdue":
             return queryset.filter(state=W.WAITING, next_check_at__lt=now - timedelta(minutes=1))
         if self.value() == "open":
-            return queryset.filter(state__in=W.OPEN)
+            return queryset.filter(state__in=OPEN_STATES)
         return queryset
 
 
@@ -151,10 +153,8 @@ class StageFilter(admin.SimpleListFilter):
     parameter_name = "stage"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        kind: engine.WorkflowKind = model_admin.kind
-        names = [s.name for s in kind.stages]
-        names += [s.name for s in (kind.reset, kind.cancel) if s is not None]
-        return [(n, n) for n in dict.fromkeys(names)]
+        kind: WorkflowKind[Any] = model_admin.kind
+        return [(n, n) for n in dict.fromkeys(s.name for s in kind.all_stages)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(stage=self.value()) if self.value() else queryset
@@ -193,12 +193,10 @@ class ReasonForm(forms.Form):
     )
 
 
-class WorkflowAdmin(admin.ModelAdmin):
+class WorkflowAdmin(ActionAdmin[Any]):
     """Generic pages for one workflow kind (set ``kind_name``)."""
 
     kind_name: ClassVar[str] = ""
-    # Reads MAAS and names the stage to continue at (the ``adopt`` verb); None: current stage.
-    adopt: Any = None  # staticmethod: (workflow) -> (stage, observed)
     # Live MAAS diagnostics for a workflow row (loaded asynchronously on the page).
     diagnostics: Any = None  # staticmethod: (workflow) -> dict
     version_fields: ClassVar[tuple[str, ...]] = ()
@@ -236,8 +234,8 @@ class WorkflowAdmin(admin.ModelAdmin):
     # -- the kind -------------------------------------------------------------------------------
 
     @property
-    def kind(self) -> engine.WorkflowKind:
-        return engine.KINDS[self.kind_name]
+    def kind(self) -> WorkflowKind[Any]:
+        return KINDS[self.kind_name]
 
     def start(self, request: HttpRequest, data: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -253,9 +251,20 @@ class WorkflowAdmin(admin.ModelAdmin):
     def _operation(self, name: str) -> Operation | None:
         return next((op for op in self.operations if op.name == name), None)
 
-    def offered(self, wf: Any) -> list[str]:
-        """Verbs and operations allowed in the row's current state (nothing else is shown)."""
-        return verbs.allowed_verbs(wf) + [op.name for op in self.operations if op.allowed(wf)]
+    def action_of(self, name: str) -> Action:
+        """A verb's or operation's action class (maas_domain/access.py): the same as the API."""
+        op = self._operation(name)
+        if op is not None:
+            return Action.ADMIN if op.destructive else Action.OPERATE
+        return verb_action(name)
+
+    def offered(self, wf: Any, request: HttpRequest | None = None) -> list[str]:
+        """Verbs and operations allowed in the row's current state and, given a request, to its
+        user (nothing else is shown)."""
+        names = verbs.allowed_verbs(wf) + [op.name for op in self.operations if op.allowed(wf)]
+        if request is None:
+            return names
+        return [n for n in names if allowed(request.user, self.action_of(n))]
 
     def _run(self, request: HttpRequest, wf: Any, name: str, reason: str) -> Any:
         op = self._operation(name)
@@ -286,7 +295,6 @@ class WorkflowAdmin(admin.ModelAdmin):
             actor=request.user,
             reason=reason,
             confirm=True,  # only reached after the confirmation page for destructive verbs
-            adopt=self.adopt if verb == "adopt" else None,
         )
 
     # -- list -----------------------------------------------------------------------------------
@@ -318,7 +326,7 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     @admin.display(description="in stage")
     def in_stage(self, wf: Any) -> str:
-        if wf.state not in W.OPEN or wf.stage_started_at is None:
+        if wf.state not in OPEN_STATES or wf.stage_started_at is None:
             return "-"
         return humanize_age(timezone.now() - wf.stage_started_at)
 
@@ -335,14 +343,21 @@ class WorkflowAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         if not self.has_change_permission(request):
             return actions
+        may = {
+            n
+            for n in [*verbs.VERBS, *(op.name for op in self.operations)]
+            if allowed(request.user, self.action_of(n))
+        }
         # When the list is filtered to one state, offer only the verbs allowed from it.
         state = request.GET.get("state__exact")
         for name, spec in verbs.VERBS.items():
-            if state and state not in spec.sources:
+            if (state and state not in spec.sources) or name not in may:
                 continue
             func = self._bulk_action(name)
             actions[func.__name__] = (func, func.__name__, f"{name} selected {self.kind_name}s")
         for op in self.operations:
+            if op.name not in may:
+                continue
             func = self._bulk_action(op.name)
             actions[func.__name__] = (func, func.__name__, f"{op.name} selected {self.kind_name}s")
         return actions
@@ -368,7 +383,7 @@ class WorkflowAdmin(admin.ModelAdmin):
             reason = form.cleaned_data["reason"]
         done, skipped, failed = [], [], []
         for wf in rows:
-            if verb not in self.offered(wf):
+            if verb not in self.offered(wf, request):
                 skipped.append(f"{wf.pk} ({wf.state})")
                 continue
             try:
@@ -412,7 +427,11 @@ class WorkflowAdmin(admin.ModelAdmin):
             *super().get_urls(),
         ]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
+    # what the start page needs (onboarding: operate; decommission: admin)
+    add_action: ClassVar[Action] = Action.ADMIN
+    change_action: ClassVar[Action] = Action.OPERATE  # then each verb's own class
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return self.start_form is not None and super().has_add_permission(request)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -476,7 +495,7 @@ class WorkflowAdmin(admin.ModelAdmin):
                     "help": self._help(v),
                     "url": self._url("verb", wf.pk, v),
                 }
-                for v in self.offered(wf)
+                for v in self.offered(wf, request)
             ]
             if can_act
             else [],
@@ -500,7 +519,9 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     def verb_view(self, request: HttpRequest, pk: int, verb: str) -> HttpResponse:
         wf = self._load(request, pk)
-        if not self.has_change_permission(request, wf):
+        if not self.has_change_permission(request, wf) or not allowed(
+            request.user, self.action_of(verb)
+        ):
             raise PermissionDenied
         if verb not in verbs.VERBS and self._operation(verb) is None:
             raise Http404(f"No verb {verb!r}.")
@@ -517,7 +538,7 @@ class WorkflowAdmin(admin.ModelAdmin):
                 return self._confirm_page(request, [wf], verb, form, status=400)
             reason = form.cleaned_data["reason"]
         try:
-            if verb not in verbs.VERBS and verb not in self.offered(wf):
+            if verb not in verbs.VERBS and verb not in self.offered(wf, request):
                 raise Conflict(f"{verb} is not allowed while the workflow is {wf.state}.")
             after = self._run(request, wf, verb, reason)
         except DomainError as exc:

@@ -1,40 +1,46 @@
-"""Abstract workflow and timeline-event models shared by onboarding and decommission."""
+"""The abstract workflow row, its timeline event, and the one table of state moves.
+
+Every state move of every workflow kind is a django-fsm transition below. The field is
+protected: code cannot assign ``state`` directly. In-memory moves call the transition (under the
+row lock the engine and the verbs hold); compare-and-swap updates that move many rows at once
+(admission, waking) read their sources and target from the same transition with
+:func:`sources` and :func:`target`. docs/architecture.md ("Workflows") explains the model.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
-from django_fsm import FSMField, transition
+from django_fsm import FSMField, FSMModelMixin, transition
 
 
-class WorkflowState:
-    PENDING = "pending"
-    RUNNING = "running"
-    WAITING = "waiting"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLING = "cancelling"
-    CANCELLED = "cancelled"
-    MANUAL_INTERVENTION = "manual_intervention"
-
-    ALL = (
-        PENDING,
-        RUNNING,
-        WAITING,
-        SUCCEEDED,
-        FAILED,
-        CANCELLING,
-        CANCELLED,
-        MANUAL_INTERVENTION,
-    )
-    # A workflow in one of these states owns its host: nothing else may start on it.
-    # ``failed`` is closed so a host is not stuck behind a failure nobody can cancel; a
-    # recovery verb that reopens a failed workflow goes through the same unique constraint.
-    OPEN = (PENDING, RUNNING, WAITING, CANCELLING, MANUAL_INTERVENTION)
-    CHOICES = [(s, s) for s in ALL]
+class WorkflowState(models.TextChoices):
+    # Labels equal the values: the API and the admin show the values as they are.
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    WAITING = "waiting", "waiting"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    CANCELLING = "cancelling", "cancelling"
+    CANCELLED = "cancelled", "cancelled"
+    MANUAL_INTERVENTION = "manual_intervention", "manual_intervention"
 
 
-class Workflow(models.Model):
+W = WorkflowState
+# A workflow in one of these states owns its host: nothing else may start on it. ``failed`` is
+# closed so a host is not stuck behind a failure nobody can cancel; a recovery verb that reopens
+# a failed workflow goes through the same unique constraint.
+OPEN_STATES = (W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING, W.MANUAL_INTERVENTION)
+# States that hold one of the site's admission slots (max_concurrent_workflows).
+ACTIVE_STATES = (W.RUNNING, W.WAITING, W.CANCELLING)
+# States an execution may claim (run a stage, or the kind's cancel stage).
+RUNNABLE_STATES = (W.RUNNING, W.CANCELLING)
+
+
+class Workflow(FSMModelMixin, models.Model):
     """A durable workflow row: the database, not the broker, says where it stands.
 
     ``stage`` is the stage to run (or running, or waited on); ``checkpoint`` the last completed
@@ -42,11 +48,15 @@ class Workflow(models.Model):
     so stale and duplicate messages find a mismatch and do nothing. ``lease_owner`` /
     ``lease_expires_at`` say which execution may act right now (claimed by compare-and-swap,
     renewed before every MAAS mutation, released when the stage result is recorded); a lease
-    that expires still held means the worker died (``lost_leases``). The FSM on ``state`` is a
-    guard only: the engine performs moves with compare-and-swap updates.
+    that expires still held means the worker died (``lost_leases``).
     """
 
-    state = FSMField(default=WorkflowState.PENDING, choices=WorkflowState.CHOICES)
+    state = FSMField(default=W.PENDING, choices=W.choices, protected=True)
+    site = models.ForeignKey(
+        "maas_domain.MaasSite", on_delete=models.PROTECT, related_name="%(class)ss"
+    )
+    hostname = models.CharField(max_length=63)
+    maas_system_id = models.CharField(max_length=32, blank=True, default="")
     stage = models.CharField(max_length=32, blank=True, default="")
     checkpoint = models.CharField(
         max_length=32, blank=True, default="", help_text="Last completed stage."
@@ -70,37 +80,86 @@ class Workflow(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # The node a kind provisions or retires (a concrete kind declares the foreign key).
+    node_id: int | None
+
     class Meta:
         abstract = True
 
     @classmethod
     def open_filter(cls) -> Q:
-        return Q(state__in=WorkflowState.OPEN)
+        return Q(state__in=OPEN_STATES)
 
     @property
     def is_open(self) -> bool:
-        return self.state in WorkflowState.OPEN
+        return self.state in OPEN_STATES
 
-    # Legal moves (guards only; no side effects). The engine and the recovery verbs check a
-    # move here before their compare-and-swap update.
-    @transition(field=state, source=WorkflowState.PENDING, target=WorkflowState.RUNNING)
-    def start(self) -> None: ...
+    # -- the transition table (guards only: no side effects) ----------------------------------
 
-    @transition(field=state, source=WorkflowState.RUNNING, target=WorkflowState.WAITING)
-    def wait(self) -> None: ...
+    @transition(field=state, source=W.PENDING, target=W.RUNNING)
+    def admit(self) -> None:
+        """Admission gave the workflow a slot on its site."""
 
-    @transition(field=state, source=WorkflowState.WAITING, target=WorkflowState.RUNNING)
-    def wake(self) -> None: ...
+    @transition(field=state, source=W.RUNNING, target=W.WAITING)
+    def wait(self) -> None:
+        """A stage waits for MAAS or an external signal."""
 
-    @transition(field=state, source=WorkflowState.RUNNING, target=WorkflowState.SUCCEEDED)
-    def succeed(self) -> None: ...
+    @transition(field=state, source=W.WAITING, target=W.RUNNING)
+    def wake(self) -> None:
+        """The awaited change came (or the check-in time)."""
+
+    @transition(field=state, source=W.RUNNING, target=W.SUCCEEDED)
+    def succeed(self) -> None:
+        """The last stage is done."""
+
+    @transition(field=state, source=[W.PENDING, W.RUNNING, W.WAITING], target=W.FAILED)
+    def fail(self) -> None:
+        """A stage cannot succeed without an operator."""
 
     @transition(
         field=state,
-        source=[WorkflowState.PENDING, WorkflowState.RUNNING, WorkflowState.WAITING],
-        target=WorkflowState.FAILED,
+        source=[W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING],
+        target=W.MANUAL_INTERVENTION,
     )
-    def fail(self) -> None: ...
+    def freeze(self) -> None:
+        """Nothing automatic touches the workflow until an operator acts."""
+
+    @transition(field=state, source=[W.RUNNING, W.WAITING], target=W.CANCELLING)
+    def begin_cancel(self) -> None:
+        """An operator cancelled a live workflow: its kind's cancel stage compensates."""
+
+    @transition(field=state, source=[W.PENDING, W.CANCELLING], target=W.CANCELLED)
+    def end_cancelled(self) -> None:
+        """Cancelled before it started, or the cancel stage compensated."""
+
+    @transition(
+        field=state,
+        source=[
+            W.FAILED,
+            W.SUCCEEDED,
+            W.CANCELLED,
+            W.MANUAL_INTERVENTION,
+            W.RUNNING,
+            W.WAITING,
+        ],
+        target=W.PENDING,
+    )
+    def reopen(self) -> None:
+        """A recovery verb puts the workflow back in the admission queue."""
+
+
+Move = Callable[[Any], None]
+
+
+def sources(move: Move) -> list[str]:
+    """The states a transition may start from (for compare-and-swap updates)."""
+    return [str(s) for s in move._django_fsm.transitions]  # type: ignore[attr-defined]
+
+
+def target(move: Move) -> str:
+    """The state a transition ends in."""
+    transitions = move._django_fsm.transitions  # type: ignore[attr-defined]
+    return str(next(iter(transitions.values())).target)
 
 
 class WorkflowEvent(models.Model):

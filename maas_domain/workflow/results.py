@@ -68,3 +68,8 @@ class StageFailed(Exception):
 
 class LeaseLost(Exception):
     """Another execution owns the workflow now: stop without recording anything."""
+
+
+class RowChanged(Exception):
+    """Someone else wrote the workflow row while the stage ran (an enrollment), though this
+    execution still holds the lease: the stage runs again on the fresh row."""

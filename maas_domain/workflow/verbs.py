@@ -1,5 +1,5 @@
-"""The recovery verbs (seed 000 §5.3, design §4): seven distinct operations, built once here and
-used by every workflow kind. Each checks the source state under a row lock, changes the row,
+"""The recovery verbs (docs/api.md, "Recovery verbs"): seven distinct operations, built once here
+and used by every workflow kind. Each checks the source state under a row lock, changes the row,
 writes a timeline event and an audit row in the same transaction, and hands work to the engine
 after commit. A verb never talks to MAAS inside the lock; ``adopt`` reads MAAS before it.
 
@@ -16,7 +16,6 @@ after commit. A verb never talks to MAAS inside the lock; ``adopt`` reads MAAS b
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,34 +25,54 @@ from django.utils import timezone
 
 from maas_domain import audit, events
 from maas_domain.errors import Conflict, InvalidInput
-from maas_domain.workflow import engine
-from maas_domain.workflow.models import WorkflowState
+from maas_domain.models import Node
+from maas_domain.workflow.dispatch import admit_after_commit, enqueue
+from maas_domain.workflow.kinds import M, WorkflowKind, open_on_node
+from maas_domain.workflow.models import Move, Workflow, WorkflowState
 
 W = WorkflowState
 
 
 @dataclass(frozen=True)
 class Verb:
+    """A verb, the states it may start from, and the transition(s) it performs (each source is
+    one the transition allows: checked by tests/workflow/test_verbs.py)."""
+
     name: str
-    sources: tuple[str, ...]
+    sources: tuple[WorkflowState, ...]
+    moves: tuple[Move, ...]
     needs_confirm: bool = False
 
 
+REOPEN = (Workflow.reopen,)
 VERBS = {
     v.name: v
     for v in (
-        Verb("retry", (W.FAILED,)),
-        Verb("resume", (W.FAILED, W.MANUAL_INTERVENTION, W.RUNNING)),
-        Verb("rerun", (W.FAILED, W.SUCCEEDED, W.CANCELLED, W.MANUAL_INTERVENTION)),
-        Verb("restart-clean", (W.FAILED, W.CANCELLED, W.MANUAL_INTERVENTION), needs_confirm=True),
-        Verb("cancel", (W.PENDING, W.RUNNING, W.WAITING)),
-        Verb("adopt", (W.FAILED, W.MANUAL_INTERVENTION, W.WAITING)),
-        Verb("mark-manual-intervention", (W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING)),
+        Verb("retry", (W.FAILED,), REOPEN),
+        Verb("resume", (W.FAILED, W.MANUAL_INTERVENTION, W.RUNNING), REOPEN),
+        Verb("rerun", (W.FAILED, W.SUCCEEDED, W.CANCELLED, W.MANUAL_INTERVENTION), REOPEN),
+        Verb(
+            "restart-clean",
+            (W.FAILED, W.CANCELLED, W.MANUAL_INTERVENTION),
+            REOPEN,
+            needs_confirm=True,
+        ),
+        Verb(
+            "cancel",
+            (W.PENDING, W.RUNNING, W.WAITING),
+            (Workflow.end_cancelled, Workflow.begin_cancel),
+        ),
+        Verb("adopt", (W.FAILED, W.MANUAL_INTERVENTION, W.WAITING), REOPEN),
+        Verb(
+            "mark-manual-intervention",
+            (W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING),
+            (Workflow.freeze,),
+        ),
     )
 }
 
 
-def _worker_vanished(wf: Any) -> bool:
+def _worker_vanished(wf: Workflow) -> bool:
     """Running, but its lease expired while held: the execution died (resume may take over)."""
     return bool(
         wf.state == W.RUNNING
@@ -63,7 +82,7 @@ def _worker_vanished(wf: Any) -> bool:
     )
 
 
-def allowed_verbs(wf: Any) -> list[str]:
+def allowed_verbs(wf: Workflow) -> list[str]:
     names = []
     for verb in VERBS.values():
         if wf.state in verb.sources and (
@@ -73,7 +92,7 @@ def allowed_verbs(wf: Any) -> list[str]:
     return names
 
 
-def _refuse(wf: Any, verb: str) -> Conflict:
+def _refuse(wf: Workflow, verb: str) -> Conflict:
     return Conflict(
         f"{verb} is not allowed while the workflow is {wf.state}.",
         current_state=wf.state,
@@ -92,7 +111,7 @@ class Plan:
     preconditions: list[str]
 
 
-def plan(kind: engine.WorkflowKind, wf: Any, verb: str, *, adopt_stage: str | None = None) -> Plan:
+def plan(kind: WorkflowKind[M], wf: M, verb: str, *, adopt_stage: str | None = None) -> Plan:
     stages = kind.stages_for(wf)
     first = stages[0].name
     stage = {
@@ -108,7 +127,7 @@ def plan(kind: engine.WorkflowKind, wf: Any, verb: str, *, adopt_stage: str | No
     calls: list[str] = []
     if verb == "cancel" and kind.cancel is not None:
         calls += kind.cancel.maas_calls
-    elif verb not in ("mark-manual-intervention",):
+    elif verb != "mark-manual-intervention":
         names = [s.name for s in stages]
         if kind.reset is not None and stage == kind.reset.name:
             calls += kind.reset.maas_calls
@@ -118,18 +137,15 @@ def plan(kind: engine.WorkflowKind, wf: Any, verb: str, *, adopt_stage: str | No
         for s in stages[names_from:]:
             calls += [f"{s.name}: {c}" for c in s.maas_calls]
     checks = [f"state is {wf.state}; {verb} is allowed from {', '.join(VERBS[verb].sources)}"]
-    if verb in ("retry", "resume", "rerun", "restart-clean", "adopt"):
+    if VERBS[verb].moves == REOPEN:
         checks.append("no other open workflow holds the host (database constraint)")
     return Plan(verb, stage, attempt, calls, checks)
 
 
-def _refuse_if_node_busy(kind: engine.WorkflowKind, wf: Any) -> None:
+def _refuse_if_node_busy(kind: WorkflowKind[M], wf: M) -> None:
     """One open workflow per node across kinds: reopening waits for the other one to close.
     The node row lock serialises this check with every start on the same node."""
-    from maas_domain.models import Node
-    from maas_domain.workflows import open_on_node
-
-    if not getattr(wf, "node_id", None):
+    if not wf.node_id:
         return
     Node.objects.select_for_update().filter(pk=wf.node_id).first()
     others = open_on_node(wf.node_id, exclude={(kind.name, wf.pk), *kind.family(wf)})
@@ -141,27 +157,30 @@ def _refuse_if_node_busy(kind: engine.WorkflowKind, wf: Any) -> None:
         )
 
 
-def _reopen(
-    kind: engine.WorkflowKind, wf: Any, *, stage: str, attempt: int, checkpoint: str | None
-) -> None:
+def _release_execution(wf: Workflow) -> None:
+    """A live execution's next heartbeat or recording finds it no longer owns the workflow."""
+    wf.lease_owner, wf.lease_expires_at = "", None
+    wf.dispatch = F("dispatch") + 1
+
+
+def _reopen(wf: Workflow, *, stage: str, attempt: int, checkpoint: str | None) -> None:
     """Back to pending at ``stage``; admission starts it within the site's concurrency limit."""
-    wf.state = W.PENDING
+    wf.reopen()
     wf.stage = stage
     wf.attempt = attempt
     if checkpoint is not None:
         wf.checkpoint = checkpoint
     wf.failure_class = wf.reason = ""
     wf.finished_at = None
-    wf.lease_owner, wf.lease_expires_at = "", None
     wf.lost_leases = wf.stage_tries = 0
     wf.stage_started_at = wf.next_check_at = None
     wf.wait_system_id, wf.wait_status = "", None
     wf.stage_data = {}
-    wf.dispatch = F("dispatch") + 1
+    _release_execution(wf)
 
 
 def apply(
-    kind: engine.WorkflowKind,
+    kind: WorkflowKind[M],
     pk: int,
     verb: str,
     *,
@@ -169,7 +188,6 @@ def apply(
     reason: str = "",
     confirm: bool = False,
     dry_run: bool = False,
-    adopt: Callable[[Any], tuple[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Run one verb on workflow ``pk`` (or describe it, with ``dry_run``)."""
     spec = VERBS.get(verb)
@@ -179,13 +197,13 @@ def apply(
         )
     adopt_stage: str | None = None
     observed: dict[str, Any] = {}
-    if verb == "adopt" and adopt is not None:
-        current = kind.model.objects.select_related(*kind.select_related).get(pk=pk)
+    if verb == "adopt" and kind.adopt is not None:
+        current = kind.load(pk)
         if current.state in spec.sources:
-            adopt_stage, observed = adopt(current)  # reads MAAS; no lock held
+            adopt_stage, observed = kind.adopt(current)  # reads MAAS; no lock held
     with transaction.atomic():
         wf = (
-            kind.model.objects.select_for_update(of=("self",))
+            kind.model._default_manager.select_for_update(of=("self",))
             .select_related(*kind.select_related)
             .get(pk=pk)
         )
@@ -202,31 +220,30 @@ def apply(
             return {"dry_run": True, "allowed": True, "current_state": wf.state, **recipe.__dict__}
         before = {"state": wf.state, "stage": wf.stage, "attempt": wf.attempt}
         name = audit.actor_name(actor)
+        hook = None
         if verb == "cancel":
             if wf.state == W.PENDING:
-                wf.state, wf.finished_at = W.CANCELLED, timezone.now()
-                kind.on_cancelled(wf)
+                wf.end_cancelled()
+                wf.finished_at = timezone.now()
+                hook = kind.on_cancelled
             else:
-                wf.state = W.CANCELLING
-                wf.lease_owner, wf.lease_expires_at = "", None
-                wf.dispatch = F("dispatch") + 1
+                wf.begin_cancel()
+                _release_execution(wf)
         elif verb == "mark-manual-intervention":
-            wf.state = W.MANUAL_INTERVENTION
-            wf.lease_owner, wf.lease_expires_at, wf.next_check_at = "", None, None
+            wf.freeze()
+            wf.next_check_at = None
             wf.reason = (reason or "marked for manual intervention")[:500]
-            wf.dispatch = F("dispatch") + 1
+            _release_execution(wf)
         else:
             checkpoint = (
                 ""
-                if recipe.from_stage
-                in (kind.stages_for(wf)[0].name, getattr(kind.reset, "name", ""))
+                if recipe.from_stage in (kind.first_stage(wf), getattr(kind.reset, "name", ""))
                 else None
             )
             if not wf.is_open:
                 _refuse_if_node_busy(kind, wf)
-            _reopen(
-                kind, wf, stage=recipe.from_stage, attempt=recipe.attempt, checkpoint=checkpoint
-            )
+            _reopen(wf, stage=recipe.from_stage, attempt=recipe.attempt, checkpoint=checkpoint)
+            kind.on_reopen(wf)
         try:
             with transaction.atomic():
                 wf.save()
@@ -236,13 +253,16 @@ def apply(
                 current_state=before["state"],
             ) from exc
         wf.refresh_from_db()
+        if hook is not None:
+            hook(wf)
         message = f"{verb} by {name}" + (f": {reason}" if reason else "")
-        kind.add_event(wf, f"operator.{verb}", message, stage=wf.stage, actor=name, **observed)
+        timeline = [kind.event(wf, f"operator.{verb}", message, actor=name, **observed)]
         if verb == "mark-manual-intervention":
             events.emit(kind.name, "manual_intervention_required", wf, reason=wf.reason)
-            kind.add_event(
-                wf, f"node.{kind.name}.manual_intervention_required", wf.reason, stage=wf.stage
+            timeline.append(
+                kind.event(wf, f"node.{kind.name}.manual_intervention_required", wf.reason)
             )
+        kind.add_events(timeline)
         audit.record(
             actor=actor,
             action=f"{kind.name}.{verb}",
@@ -252,7 +272,7 @@ def apply(
             reason=reason,
         )
         if wf.state == W.CANCELLING:
-            engine.enqueue(kind.name, wf.pk, wf.dispatch)
+            enqueue(kind.name, wf.pk, wf.dispatch)
         elif wf.state == W.PENDING:
-            engine.admit_after_commit(wf.site_id)
+            admit_after_commit(wf.site_id)
     return {"dry_run": False, "verb": verb, "workflow": wf}

@@ -4,7 +4,6 @@ Django's live server, a real Celery worker on Redis, PostgreSQL and the MAAS sim
 One journey, as an operator lives it: log in, create a site, store its credentials, probe it,
 add a profile, start an onboarding and watch it complete, start one that fails (injected curtin
 fault), retry it from its page and watch it complete, look at a batch and the audit log.
-(Resolving a drift is not here yet: the drift records arrive with issue 7.)
 
 ``MAASCP_SCREENSHOTS=1`` saves PNGs of the main pages to docs/screenshots/.
 """
@@ -21,9 +20,9 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
+from devtools.demo import demo_ca_pem
 from maas_domain.models import AuditLog, Sku
-from maas_domain.services.demo import demo_ca_pem
-from maas_domain.simulator.node import NodeSide
+from maas_simulator.node import NodeSide
 from onboarding.models import Onboarding
 from tests.support.maas import API_KEY, Sim, make_sim
 

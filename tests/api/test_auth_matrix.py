@@ -74,12 +74,14 @@ def test_revoked_and_expired_tokens_are_refused(admin_user: Any) -> None:
 
     from django.utils import timezone
 
-    from maas_domain.auth import api_token_create
+    from maas_domain.services.tokens import api_token_create
 
-    revoked, raw_revoked = api_token_create(user=admin_user, name="old")
+    revoked, raw_revoked = api_token_create(actor=None, user=admin_user, name="old")
     revoked.revoked_at = timezone.now()
     revoked.save()
-    expired, raw_expired = api_token_create(user=admin_user, name="x", expires_in=timedelta(days=1))
+    expired, raw_expired = api_token_create(
+        actor=None, user=admin_user, name="x", expires_in=timedelta(days=1)
+    )
     expired.expires_at = timezone.now() - timedelta(seconds=1)
     expired.save()
     client = APIClient()
@@ -90,10 +92,11 @@ def test_revoked_and_expired_tokens_are_refused(admin_user: Any) -> None:
 
 @pytest.mark.django_db
 def test_tokens_are_stored_hashed(admin_user: Any) -> None:
-    from maas_domain.auth import api_token_create, hash_token
+    from maas_domain.auth import hash_token
     from maas_domain.models import ApiToken
+    from maas_domain.services.tokens import api_token_create
 
-    row, raw = api_token_create(user=admin_user, name="ci")
+    row, raw = api_token_create(actor=None, user=admin_user, name="ci")
     stored = ApiToken.objects.get(pk=row.pk)
     assert raw not in (stored.key_hash, stored.prefix)
     assert stored.key_hash == hash_token(raw)

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from maas_domain.models import AuditLog, SecretVersion, SiteCredential
 from maas_domain.secrets import SecretsUnavailable
-from maas_domain.services.credentials import ipmi_credentials, maas_api_key
+from maas_domain.secrets.sites import ipmi_credentials, maas_api_key
 from tests.factories import make_site
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +52,7 @@ def test_write_answers_metadata_only_and_secret_is_readable_by_backend(
     data = response.json()
     assert data["maas_api_key"]["fields_set"] == ["api_key"]
     assert data["maas_api_key"]["version"] == 1
-    assert data["maas_api_key"]["confirmed_at"] is None  # a probe confirms it (issue 3)
+    assert data["maas_api_key"]["confirmed_at"] is None  # a probe confirms it
     assert data["maas_api_key"]["rotated_by"] == "ops-admin"
     assert data["ipmi"]["fields_set"] == ["username", "password"]
     assert data["power_overrides"][0]["hostname"] == "c07u31"
@@ -155,3 +155,36 @@ def test_backend_outage_is_503_and_changes_nothing(
     assert response.json()["error"] == "unavailable"
     assert not SiteCredential.objects.exists()
     assert not AuditLog.objects.exists()
+
+
+def test_a_process_reads_a_key_version_once_and_a_rotation_at_once(
+    admin_user: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every workflow step needs the site's MAAS key: a version (which never changes) is read
+    from the backend once per process; a confirmed rotation is a new version, used at once."""
+    from maas_domain.secrets import get_backend
+    from maas_domain.services.credentials import site_credentials_write
+
+    site = make_site()
+    backend = get_backend()
+    reads: list[tuple[str, Any]] = []
+    real_read = backend.read
+
+    def counted(path: str, version: int | None = None) -> dict[str, str]:
+        reads.append((path, version))
+        return real_read(path, version)
+
+    monkeypatch.setattr(backend, "read", counted)
+    key1, key2 = "aaaa:bbbb:cccc", "dddd:eeee:ffff"
+    site_credentials_write(actor=admin_user, site=site, payload={"maas_api_key": key1})
+    SiteCredential.objects.filter(site=site).update(version=1, pending_version=None)
+    assert [maas_api_key(site=site) for _ in range(3)] == [key1] * 3
+    assert len(reads) == 1
+    site_credentials_write(actor=admin_user, site=site, payload={"maas_api_key": key2})
+    assert maas_api_key(site=site) == key1  # pending until a probe confirms it
+    SiteCredential.objects.filter(site=site).update(version=2, pending_version=None)
+    assert maas_api_key(site=site) == key2  # confirmed: read at once
+    settings.SECRETS_CACHE_SECONDS = 0
+    reads.clear()
+    assert [maas_api_key(site=site) for _ in range(2)] == [key2] * 2
+    assert len(reads) == 2  # the cache turned off

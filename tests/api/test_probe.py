@@ -8,8 +8,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from maas_domain.models import AuditLog, MaasSite, SiteCredential
-from maas_domain.services.credentials import maas_api_key
-from maas_domain.simulator.model import User
+from maas_domain.secrets.sites import maas_api_key
+from maas_simulator.model import User
 from tests.factories import make_profile, make_site
 from tests.support.maas import API_KEY, Sim
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -23,12 +24,15 @@ def site() -> MaasSite:
     return make_site(health="healthy", last_probe_at=timezone.now())
 
 
+_BMC = itertools.count()
+
+
 def make_node(site: MaasSite, hostname: str = "n01", state: str = "active") -> Node:
     return Node.objects.create(
         site=site,
         sku=make_sku(code=f"sku-{hostname}"),
         hostname=hostname,
-        ipmi_ip="10.9.0.1",
+        ipmi_ip=f"10.9.{next(_BMC) // 250}.{next(_BMC) % 250 + 1}",  # one BMC per live node
         maas_system_id=f"s{hostname}",
         state=state,
     )
@@ -173,7 +177,7 @@ def test_list_filters_search_and_constant_queries(api: APIClient, site: MaasSite
 def test_admission_is_one_queue_across_kinds_oldest_first(site: MaasSite) -> None:
     from datetime import timedelta
 
-    from maas_domain.workflow import engine
+    from maas_domain.workflow.scheduling import admit
     from tests.factories import make_onboarding
 
     site.policy = {"max_concurrent_workflows": 1}
@@ -187,6 +191,6 @@ def test_admission_is_one_queue_across_kinds_oldest_first(site: MaasSite) -> Non
     Decommission.objects.filter(pk=older.pk).update(
         updated_at=timezone.now() - timedelta(minutes=5)
     )
-    assert engine.admit(site.pk) == 1
+    assert admit(site.pk) == 1
     assert Decommission.objects.get(pk=older.pk).state == "running"
     assert type(newer).objects.get(pk=newer.pk).state == "pending"  # queued behind it

@@ -11,7 +11,7 @@ import pytest
 from decommission.models import Decommission
 from maas_domain import events
 from maas_domain.models import Allocation, AuditLog, Node, OutboxEvent
-from maas_domain.simulator.node import NodeSide
+from maas_simulator.node import NodeSide
 from onboarding.models import Onboarding
 from tests.support.asyncapi import validate
 from tests.support.flows import Flow, active_node, decommission, settle_decommission
@@ -77,6 +77,33 @@ def test_reimage_redeploys_through_the_onboarding_stages(flow: Flow, node_side: 
     ).exists()
 
 
+def test_the_reimage_child_starts_like_any_onboarding(flow: Flow, node_side: NodeSide) -> None:
+    """The redeploy onboarding is started the one way every workflow is: its first timeline
+    entry, an audit row, and a ``node.onboarding.started`` event before its ``completed``."""
+    node = active_node(flow, "r02", "10.40.0.2")
+    wf = settle_decommission(decommission(flow, node, "reimage").pk, timeout=90)
+    assert wf.state == "succeeded", (wf.failure_class, wf.reason, kinds(wf))
+    child = Onboarding.objects.get(pk=wf.reimage_onboarding_id)
+    rows = list(
+        OutboxEvent.objects.filter(
+            payload__workflow_kind="onboarding", payload__workflow_id=child.pk
+        ).order_by("occurred_at")
+    )
+    for row in rows:
+        validate(events.envelope(row))
+    assert [r.type for r in rows] == ["node.onboarding.started", "node.onboarding.completed"]
+    started = rows[0].payload
+    assert (started["parent_kind"], started["parent_id"], started["stage"]) == (
+        "decommission",
+        wf.pk,
+        "payload",
+    )
+    first = child.events.order_by("at", "id").first()
+    assert first is not None and first.kind == "workflow.created"
+    audit = AuditLog.objects.get(action="onboarding.start", target_id=str(child.pk))
+    assert audit.reason == f"reimage of decommission {wf.pk}"
+
+
 def test_full_decommission_deletes_the_machine_and_retires_the_node(flow: Flow) -> None:
     node = active_node(flow, "f01", "10.40.0.2")
     sid = node.maas_system_id
@@ -120,7 +147,11 @@ def test_a_ready_machine_is_allocated_so_that_maas_can_erase_it(flow: Flow) -> N
     assert wf.erased is True
 
 
-def test_erase_failure_with_fallback_quarantines_and_needs_an_operator(flow: Flow) -> None:
+def test_erase_failure_with_fallback_leaves_the_machine_broken_never_ready(flow: Flow) -> None:
+    """The fallback (allowed explicitly) stops the failed erase and marks the machine Broken:
+    it is out of MAAS's Ready pool, so nothing that allocates from MAAS can hand its unerased
+    disks to the next tenant (docs/decommission.md)."""
+    policy(flow, release_fallback_allowed=True)
     node = active_node(flow, "e01", "10.40.0.6", faults={"erase_failure": [1]})
     sid = node.maas_system_id
     wf = settle_decommission(decommission(flow, node, "reimage").pk)
@@ -129,27 +160,23 @@ def test_erase_failure_with_fallback_quarantines_and_needs_an_operator(flow: Flo
         "release",
         "erase_failed",
     )
-    assert "disks NOT erased" in wf.reason and "fallback" in wf.reason
+    assert "disks NOT erased" in wf.reason and "Broken" in wf.reason
     assert (wf.erased, wf.fallback_used) == (False, True)
-    assert flow.sim.mutations(sid) == [
-        "machine.release",
-        "machine.mark_broken",
-        "machine.mark_fixed",
-        "machine.release",
-    ]
+    assert flow.sim.mutations(sid) == ["machine.release", "machine.mark_broken"]
+    assert flow.sim.model.machines[sid].status.label == "Broken"
     steps = [e.message for e in wf.events.filter(kind="fallback.step").order_by("at", "id")]
     assert steps[0].startswith("abort: nothing in flight")
     assert steps[1].startswith("mark-broken") and "MAAS answered Broken" in steps[1]
-    assert steps[2] == "mark-fixed: MAAS answered Ready"
-    assert steps[3] == "release without erase: MAAS answered Ready"
+    assert len(steps) == 2  # no mark-fixed, no release without erase
     node.refresh_from_db()
     assert node.state == "quarantined"  # never returned to a pool
     assert wf.reimage_onboarding_id is None  # and never redeployed
     assert "node.decommission.manual_intervention_required" in outbox(wf)
 
 
-def test_erase_failure_without_fallback_fails_closed(flow: Flow) -> None:
-    policy(flow, release_fallback_allowed=False)
+def test_erase_failure_fails_closed_by_default(flow: Flow) -> None:
+    """The fallback is off unless a site or profile allows it."""
+    assert "release_fallback_allowed" not in flow.site.policy
     node = active_node(flow, "e02", "10.40.0.7", faults={"erase_failure": [1]})
     wf = settle_decommission(decommission(flow, node, "storage_cleanup").pk)
     assert (wf.state, wf.failure_class) == ("manual_intervention", "erase_failed")
@@ -162,6 +189,7 @@ def test_erase_failure_without_fallback_fails_closed(flow: Flow) -> None:
 
 
 def test_a_stuck_erase_is_aborted_by_the_fallback(flow: Flow) -> None:
+    policy(flow, release_fallback_allowed=True)
     node = active_node(flow, "e03", "10.40.0.8", faults={"release_stuck": True})
     wf = settle_decommission(decommission(flow, node, "full").pk, timeout=90)
     # MAAS's own status monitor fails the erase that never reports back
@@ -170,6 +198,7 @@ def test_a_stuck_erase_is_aborted_by_the_fallback(flow: Flow) -> None:
     node.refresh_from_db()
     assert node.state == "quarantined"
     assert node.maas_system_id in flow.sim.model.machines  # not deleted: a human decides
+    assert flow.sim.model.machines[node.maas_system_id].status.label == "Broken"
 
 
 def test_a_stuck_release_fails_with_maas_reason(flow: Flow) -> None:

@@ -23,7 +23,7 @@ from maas.client.viscera.machines import (
     MachineNotFound,
 )
 
-from tests.support.maas import API_KEY, Sim
+from tests.support.maas import API_KEY, Sim, make_sim
 
 POLL = 0.02  # seconds between libmaas's status polls
 
@@ -197,3 +197,105 @@ def test_lock_and_site_reads(client: Any, sim: Sim) -> None:
     assert [s.cidr for s in client.subnets.list()] == ["10.20.0.0/16", "10.30.0.0/24"]
     assert {f.name for f in client.fabrics.list()} == {"fabric-1", "fabric-2"}
     assert [z.name for z in client.zones.list()] == ["default"]
+
+
+def test_allocation_with_constraints_and_owner_data(sims: list[Sim]) -> None:
+    sim = make_sim({"tags": [{"name": "h100"}], "zones": [{"name": "az2"}]})
+    sims.append(sim)
+    client = maas.client.connect(sim.url, apikey=API_KEY)
+    small = sim.add(hostname="lm12", status="ready", cpu_count=16, memory=65536)
+    big = sim.add(hostname="lm13", status="ready", cpu_count=224, tags=["h100"], zone="az2")
+    allocated = client.machines.allocate(
+        cpus=64, memory=1024 * 1024, tags=["h100"], zone="az2", agent_name="juju-1"
+    )
+    assert (allocated.system_id, allocated.status) == (big, NodeStatus.ALLOCATED)
+    assert allocated.owner.username == "admin"
+    assert [m.system_id for m in client.machines.list()] == [small, big]
+    with pytest.raises(MachineNotFound) as none:
+        client.machines.allocate(cpus=100000)
+    conflict = none.value.__cause__
+    assert isinstance(conflict, CallError) and conflict.status == 409
+    assert b"No available machine matches constraints: [('cpu_count', ['100000'])]" in (
+        conflict.content
+    )
+    smallest = client.machines.allocate(architectures=["amd64/generic"], not_tags=["h100"])
+    assert smallest.system_id == small
+    # agent_name is a list filter, never shown on the machine
+    tagged = client._origin.Machines._handler.read(agent_name=["juju-1"])
+    assert [m["system_id"] for m in tagged] == [big]
+
+
+def test_storage_reads(client: Any, sim: Sim) -> None:
+    sid = sim.add(hostname="lm14", status="ready")
+    machine = client.machines.get(system_id=sid)
+    devices = machine.block_devices
+    assert [(d.name, d.type.value, d.size) for d in devices] == [
+        ("nvme0n1", "physical", 960_197_124_096),
+        ("nvme1n1", "physical", 7_681_501_126_656),
+    ]
+    boot = machine.boot_disk
+    assert (boot.name, boot.model, boot.tags) == ("nvme0n1", "SAMSUNG MZ1L2960HCJR-00A07", ["ssd"])
+    efi, root = boot.partitions
+    assert (efi.size, efi.filesystem.fstype, efi.filesystem.mount_point) == (
+        512 * 1024 * 1024,
+        "fat32",
+        "/boot/efi",
+    )
+    assert (root.path, root.filesystem.mount_point) == ("/dev/disk/by-dname/nvme0n1-part2", "/")
+    again = client._origin.Partition.read(machine, boot.id, root.id)
+    assert (again.id, again.size) == (root.id, root.size)
+    assert client._origin.BlockDevice.read(machine, devices[1].id).used_for == "Unused"
+    client._origin.Machine._handler.set_storage_layout(system_id=sid, storage_layout="lvm")
+    machine.refresh()
+    [vg] = machine.volume_groups
+    vg.refresh()
+    assert (vg.name, vg.available_size) == ("vgroot", 0)
+    [lv] = vg.logical_volumes
+    assert (lv.name, lv.size) == ("vgroot-lvroot", vg.size)
+    assert [v.name for v in client._origin.VolumeGroups.read(machine)] == ["vgroot"]
+
+
+def test_network_reads(client: Any, sim: Sim) -> None:
+    sid = sim.add(hostname="lm15", status="ready")
+    fabrics = client.fabrics.list()
+    assert [(f.id, f.name) for f in fabrics] == [(1, "fabric-1"), (2, "fabric-2")]
+    [vlan] = client.fabrics.get(2).vlans
+    assert (vlan.id, vlan.vid, vlan.name, vlan.mtu) == (5002, 0, "untagged", 1500)
+    machine = client.machines.get(system_id=sid)
+    boot, second = machine.interfaces
+    assert (boot.name, boot.vlan.id, boot.vlan.fabric.id) == ("eno1", 5001, 1)
+    assert second.vlan.id == 5002 and [lk.mode for lk in second.links] == [LinkMode.LINK_UP]
+    assert [s.name for s in client.spaces.list()] == ["undefined"]
+    assert len(client.static_routes.list()) == 0
+    assert [d.name for d in client.domains.list()] == ["maas"]
+    rack = client.rack_controllers.get("rack01")
+    assert sorted(i.vlan.id for i in rack.interfaces) == [5001, 5002]
+    machine.deploy(wait=True, wait_interval=POLL)
+    machine.refresh()
+    [address] = machine.ip_addresses
+    assert address.startswith("10.20.") and machine.boot_interface.links[0].ip_address == address
+
+
+def test_bulk_release(client: Any, sim: Sim) -> None:
+    a = sim.add(hostname="lm16", status="deployed", power_type="manual")
+    b = sim.add(hostname="lm17", status="allocated")
+    ready = sim.add(hostname="lm18", status="ready")
+    released = client._origin.Machines._handler.release(
+        machines=[a, b, ready], comment="job finished"
+    )
+    assert released == [a, b]
+    assert {client.machines.get(system_id=s).status for s in (a, b)} == {NodeStatus.READY}
+    new = sim.add(hostname="lm19", status="new")
+    with pytest.raises(CallError) as refused:
+        client._origin.Machines._handler.release(machines=[new])
+    assert refused.value.status == 409
+
+
+def test_account_tokens(client: Any, sim: Sim) -> None:
+    credentials = client.account.create_credentials()
+    other = maas.client.connect(sim.url, apikey=str(credentials))
+    assert other.users.whoami().username == "admin"
+    client.account.delete_credentials(credentials)
+    with pytest.raises(CallError) as refused:
+        other.users.whoami()
+    assert refused.value.status == 401

@@ -1,4 +1,4 @@
-"""The MAAS simulator over raw HTTP: what a MAAS user would see (maas-api.md §1-§12).
+"""The MAAS simulator over raw HTTP: what a MAAS user would see (docs/maas-api.md §1-§12).
 
 Requests are signed like the real clients sign them (OAuth1 PLAINTEXT, empty consumer secret)
 and bodies are multipart with base64 parts or urlencoded. Timelines run on the simulator's clock:
@@ -22,22 +22,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import oauthlib.oauth1
 import orjson
 import pytest
 import requests
-from requests_oauthlib import OAuth1
 
 from maas_domain.maas.client import MaasClient
-from maas_domain.simulator import scenario
-from maas_domain.simulator.model import Simulator
-from tests.support.maas import API_KEY, Sim, make_sim
+from maas_simulator import scenario
+from maas_simulator.model import Simulator
+from tests.support.maas import API_KEY, Api, Sim, make_sim
 
 ALICE_KEY = "AliceConsumerKey12:AliceTokenKey12345:AliceTokenSecretABCDEFGHIJKLMNOP"
 BOB_KEY = "BobConsumerKey1234:BobTokenKey1234567:BobTokenSecretABCDEFGHIJKLMNOPQR"
 EVENT_TIME = "%a, %d %b. %Y %H:%M:%S"
 
-# NODE_STATUS numbers and their exact status_name labels (maas-api.md §4.1).
+# NODE_STATUS numbers and their exact status_name labels (docs/maas-api.md §4.1).
 STATUS_LABELS = {
     "new": (0, "New"),
     "commissioning": (1, "Commissioning"),
@@ -65,52 +63,6 @@ STATUS_LABELS = {
 }
 
 
-def oauth(key: str) -> OAuth1:
-    ck, tk, ts = key.split(":")
-    return OAuth1(ck, "", tk, ts, signature_method=oauthlib.oauth1.SIGNATURE_PLAINTEXT)
-
-
-class Api:
-    """Raw MAAS API 2.0 calls, signed with one key (or anonymous)."""
-
-    def __init__(self, sim: Sim, key: str | None = API_KEY) -> None:
-        self.sim = sim
-        self.root = sim.url + "api/2.0/"
-        self.session = requests.Session()
-        if key is not None:
-            self.session.auth = oauth(key)
-
-    def get(self, path: str, **params: Any) -> requests.Response:
-        return self.session.get(self.root + path, params=params, timeout=10)
-
-    def post(
-        self, path: str, op: str | None = None, data: Any = None, **kw: Any
-    ) -> requests.Response:
-        params = {"op": op} if op else None
-        return self.session.post(self.root + path, params=params, data=data, timeout=10, **kw)
-
-    def machine(self, sid: str) -> dict[str, Any]:
-        response = self.get(f"machines/{sid}/")
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def op(self, sid: str, op: str, **form: Any) -> requests.Response:
-        return self.post(f"machines/{sid}/", op, data=form)
-
-    def ok(self, sid: str, op: str, **form: Any) -> dict[str, Any]:
-        response = self.op(sid, op, **form)
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def events(self, sid: str, **params: Any) -> list[dict[str, Any]]:
-        response = self.get("events/", op="query", id=sid, limit=1000, **params)
-        assert response.status_code == 200, response.text
-        return response.json()["events"]
-
-    def status(self, sid: str) -> str:
-        return str(self.machine(sid)["status_name"])
-
-
 def b64_multipart(fields: list[tuple[str, bytes]]) -> tuple[bytes, str]:
     """A multipart body whose every part is base64-encoded, as python-libmaas sends it."""
     boundary = "sim-test-boundary"
@@ -128,30 +80,6 @@ def b64_multipart(fields: list[tuple[str, bytes]]) -> tuple[bytes, str]:
         )
     out += f"--{boundary}--\r\n".encode()
     return out, f"multipart/form-data; boundary={boundary}"
-
-
-@pytest.fixture
-def api(sim: Sim) -> Iterator[Api]:
-    client = Api(sim)
-    yield client
-    client.session.close()
-
-
-@pytest.fixture
-def sims() -> Iterator[list[Sim]]:
-    """Simulators a test builds itself (own scenario or clock); stopped afterwards."""
-    started: list[Sim] = []
-    yield started
-    for s in started:
-        s.server.stop()
-
-
-@pytest.fixture
-def clock_sim(sims: list[Sim]) -> Sim:
-    """A simulator whose clock only moves in real time (x1) and through ``advance``."""
-    s = make_sim(scale=1.0)
-    sims.append(s)
-    return s
 
 
 @pytest.fixture
@@ -269,8 +197,12 @@ def test_non_admin_users_meet_maas_permissions(sims: list[Sim]) -> None:
     assert (deployed["status"], deployed["owner"]) == (9, "alice")
     assert bob.op(sid, "release").status_code == 403  # no edit permission on alice's machine
     assert (bob.op(sid, "abort").status_code, bob.op(sid, "abort").text) == (403, "")
+    # nor may bob see it: a user sees free machines and their own (NodePermission.view)
+    assert (bob.get(f"machines/{sid}/").status_code, bob.get("machines/").json()) == (403, [])
+    assert [m["system_id"] for m in alice.get("machines/").json()] == [sid]
     assert admin.ok(sid, "abort")["status_name"] == "Allocated"  # admins may edit anything
     assert alice.ok(sid, "release")["status_name"] == "Ready"
+    assert [m["system_id"] for m in bob.get("machines/").json()] == [sid]
 
 
 # -- wire format (§2) ---------------------------------------------------------------------------
@@ -288,18 +220,40 @@ def test_unknown_paths_are_404_text(api: Api) -> None:
     assert (iface.status_code, iface.text) == (404, "No Node matches the given query.")
 
 
-def test_wrong_method_or_op_is_unrecognised_signature(api: Api, sim: Sim) -> None:
+def test_wrong_op_is_unrecognised_signature(api: Api, sim: Sim) -> None:
     sid = sim.add(hostname="sig1", status="ready")
     cases = [
         (api.get(f"machines/{sid}/", op="deploy"), "method=GET op=deploy"),
         (api.post("machines/", "foo"), "method=POST op=foo"),
         (api.post(f"machines/{sid}/"), "method=POST op=None"),
-        (api.session.put(api.root + "events/", timeout=5), "method=PUT op=None"),
+        (api.get("events/"), "method=GET op=None"),
     ]
     for response, signature in cases:
         assert response.status_code == 400
         assert response.text == f"Unrecognised signature: {signature}"
     assert api.status(sid) == "Ready"
+
+
+def test_wrong_method_is_405_with_the_allowed_methods(api: Api, sim: Sim) -> None:
+    """piston refuses a method its handler does not serve before looking at ``op``."""
+    sid = sim.add(hostname="sig2", status="ready")
+    cases = [
+        (api.session.put(api.root + "events/", timeout=5), "GET"),
+        (api.session.delete(api.root + "events/", params={"op": "query"}, timeout=5), "GET"),
+        (api.session.put(api.root + "machines/", timeout=5), "GET, POST"),
+        (api.session.patch(api.root + f"machines/{sid}/", timeout=5), "DELETE, GET, POST, PUT"),
+        (api.session.delete(api.root + "account/", timeout=5), "GET, POST"),
+        (api.session.put(api.root + f"nodes/{sid}/blockdevices/", timeout=5), "GET"),
+    ]
+    for response, allowed in cases:
+        assert response.status_code == 405, response.request.url
+        assert response.headers["Allow"] == allowed
+        assert response.content == b""
+        assert response.headers["X-MAAS-API-Hash"]
+    assert api.status(sid) == "Ready"
+    # an anonymous request with a method the anonymous handler does not serve is challenged
+    anon = Api(sim, key=None)
+    assert (anon.session.delete(api.root + "machines/", timeout=5).status_code) == 401
 
 
 def test_api_version_path_and_retired_api(sim: Sim) -> None:
@@ -498,7 +452,10 @@ def test_set_storage_layout_only_when_ready(api: Api, sim: Sim) -> None:
     bad = api.op(ready, "set_storage_layout", storage_layout="zfs")
     assert bad.status_code == 400
     assert bad.json() == {
-        "storage_layout": ["Select a valid choice. zfs is not one of the available choices."]
+        "storage_layout": [
+            "'zfs' is not a valid storage_layout.  It should be one of: 'bcache', 'blank', "
+            "'custom', 'flat', 'lvm', 'vmfs6', 'vmfs7'."
+        ]
     }
     assert api.ok(ready, "set_storage_layout", storage_layout="lvm")["status_name"] == "Ready"
 
@@ -507,7 +464,13 @@ def test_interface_edits_only_in_allowed_states(api: Api, sim: Sim) -> None:
     sid = sim.add(hostname="if1", status="ready")
     boot = api.machine(sid)["boot_interface"]
     path = f"nodes/{sid}/interfaces/{boot['id']}/"
-    linked = api.post(path, "link_subnet", data={"mode": "DHCP", "subnet": "2"})
+    # the boot NIC is on the PXE subnet's VLAN: only that VLAN's subnets are offered
+    other_vlan = api.post(path, "link_subnet", data={"mode": "DHCP", "subnet": "2"})
+    assert (other_vlan.status_code, other_vlan.json()) == (
+        400,
+        {"subnet": ["None found with id=2."]},
+    )
+    linked = api.post(path, "link_subnet", data={"mode": "DHCP", "subnet": "1"})
     assert linked.status_code == 200
     assert [lk["mode"] for lk in linked.json()["links"]] == ["auto", "dhcp"]
     api.ok(sid, "deploy", distro_series="jammy")

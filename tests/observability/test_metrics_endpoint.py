@@ -16,7 +16,8 @@ from maas_domain.maas.client import MaasClient
 from maas_domain.maas.errors import MaasTransient
 from maas_domain.models import OutboxEvent
 from maas_domain.observability import exposition, metrics
-from maas_domain.workflow import engine
+from maas_domain.workflow.kinds import KINDS, WorkflowKind
+from onboarding.models import Onboarding, OnboardingEvent
 from tests.factories import make_onboarding, make_site
 from tests.observability.scrape import families, parse, value
 
@@ -57,14 +58,14 @@ def test_workflows_gauge_counts_every_registered_kind_and_state(
     for state in ("running", "waiting", "succeeded", "succeeded"):
         make_onboarding(site, state=state)
     # a kind registered later (decommission) shows up without touching the metrics code
-    other = engine.WorkflowKind(
+    other = WorkflowKind(
         name="zz-later-kind",
-        model=engine.KINDS["onboarding"].model,
+        model=Onboarding,
+        event_model=OnboardingEvent,
         stages=[],
-        add_event=lambda *a, **k: None,
-        policy=lambda wf: None,  # type: ignore[arg-type,return-value]
+        policy=lambda wf: wf.profile.effective_policy(),
     )
-    monkeypatch.setitem(engine.KINDS, "zz-later-kind", other)
+    monkeypatch.setitem(KINDS, "zz-later-kind", other)
     samples = parse(scrape(api))
     assert value(samples, "maascp_workflows", kind="onboarding", state="succeeded") == 2
     assert value(samples, "maascp_workflows", kind="onboarding", state="running") == 1
@@ -84,7 +85,7 @@ def test_database_gauges_cost_the_same_queries_whatever_the_rows() -> None:
     for i in range(5):
         make_onboarding(site, hostname=f"q{i}", state="succeeded")
     # one per workflow kind, one for the outbox, one for open drift
-    assert queries() == empty == len(engine.KINDS) + 1 + 1
+    assert queries() == empty == len(KINDS) + 1 + 1
 
 
 def test_outbox_lag_is_the_age_and_count_of_unpublished_events(

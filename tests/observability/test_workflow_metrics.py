@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import requests
 
-from maas_domain.auth import api_token_create
-from maas_domain.simulator.node import NodeSide
+from maas_domain.services.tokens import api_token_create
+from maas_simulator.node import NodeSide
 from tests.observability.scrape import Samples, parse, value
 from tests.support.flows import Flow, settle, start
 
@@ -30,7 +30,7 @@ STAGES = (
 def test_an_onboarding_moves_workflow_stage_retry_and_maas_metrics(
     flow: Flow, node_side: NodeSide, live_server: Any
 ) -> None:
-    _, token = api_token_create(user=flow.admin, name="prometheus")
+    _, token = api_token_create(actor=None, user=flow.admin, name="prometheus")
 
     def scrape() -> Samples:
         answer = requests.get(

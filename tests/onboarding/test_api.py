@@ -234,12 +234,13 @@ def test_batch_of_1000_in_one_transaction_and_followable(api: APIClient, target:
     assert response.status_code == 202, response.json()
     data = response.json()
     assert data["size"] == 1000
-    assert data["counts"] == {"pending": 1000}
+    assert data["counts"]["pending"] == 1000 and sum(data["counts"].values()) == 1000
+    assert (data["open"], data["queued"]) == (1000, 1000)
     assert Onboarding.objects.filter(batch_id=data["id"]).count() == 1000
     assert Node.objects.filter(state="provisioning").count() == 1000
     assert AuditLog.objects.filter(action="onboarding.start_batch").count() == 1
     follow = api.get(f"{URL}/batches/{data['id']}").json()
-    assert follow["counts"] == {"pending": 1000}
+    assert follow["counts"] == data["counts"]
     listed = api.get(URL, {"batch": data["id"], "limit": 5}).json()
     assert listed["count"] == 1000
 

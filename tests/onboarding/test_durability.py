@@ -13,8 +13,9 @@ import redis
 import requests
 from django.conf import settings
 
-from maas_domain.workflow import engine
-from maas_domain.workflow.tasks import advance
+from maas_domain.workflow import step
+from maas_domain.workflow.scheduling import admit
+from maas_domain.workflow.step import advance
 from onboarding.models import Onboarding
 from tests.support.flows import Flow, settle, start, wait_until
 from tests.support.workers import Workers
@@ -73,10 +74,10 @@ def test_same_step_delivered_five_times_to_two_workers(flow_site: Flow, workers:
     flow.sim.add(hostname="k03", status="new", power_address="10.12.0.3")
     wf = start(flow, "k03", "10.12.0.3")
     # drive preflight and discover in this process, so the commission step is the one duplicated
-    engine.admit(flow.site.pk)
+    admit(flow.site.pk)
     for _ in range(2):
         row = Onboarding.objects.get(pk=wf.pk)
-        engine.run("onboarding", row.pk, row.dispatch)
+        step.run("onboarding", row.pk, row.dispatch)
     row = Onboarding.objects.get(pk=wf.pk)
     assert row.stage == "commission"
     redis.Redis.from_url(str(settings.CELERY_BROKER_URL)).flushdb()
@@ -95,7 +96,7 @@ def test_lost_message_is_redriven_by_the_sweep(flow_site: Flow, workers: Workers
     flow = flow_site
     flow.sim.add(hostname="k04", status="ready", power_address="10.12.0.4")
     wf = start(flow, "k04", "10.12.0.4")
-    engine.admit(flow.site.pk)  # dispatched...
+    admit(flow.site.pk)  # dispatched...
     redis.Redis.from_url(str(settings.CELERY_BROKER_URL)).flushdb()  # ...and the message is lost
     dispatched = Onboarding.objects.get(pk=wf.pk).dispatch
     workers.start()

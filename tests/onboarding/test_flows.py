@@ -7,7 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from maas_domain.models import AuditLog, Node
-from maas_domain.simulator.node import NodeSide
+from maas_simulator.node import NodeSide
 from onboarding.models import Onboarding
 from onboarding.services import onboarding_start_batch
 from tests.support.flows import Flow, settle, start, wait_until
@@ -70,7 +70,7 @@ def test_single_node_happy_path_discovered_by_ipmi(
     assert rendered.data["agent_bootstrap_version"] == wf.agent_bootstrap_version
     assert [c["status"] for c in node_side.calls] == [200]
     assert AuditLog.objects.filter(action="onboarding.start", target_id=str(wf.pk)).count() == 1
-    detail = api.get(f"/api/v1/admin/onboardings/{wf.pk}").json()
+    detail = api.get(f"/api/v1/admin/onboardings/{wf.pk}", {"diagnostics": "refresh"}).json()
     assert detail["diagnostics"]["status"] == "Deployed"
     assert any(e["type"] == "Deployed" for e in detail["diagnostics"]["events"])
     assert "Installation finished" in detail["diagnostics"]["installation_output"]
@@ -159,7 +159,7 @@ def test_preflight_failures_are_named(flow: Flow, node_side: NodeSide) -> None:
     flow.site.save()
     wf = settle(start(flow, "c07u37", "10.10.7.37").pk)
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "preflight", "preflight")
-    assert "not a real PEM" in wf.reason
+    assert "not a real PEM certificate: A CERTIFICATE block does not parse" in wf.reason
     assert "no RoCE assignment" in wf.reason
     assert flow.sim.mutations() == []
 

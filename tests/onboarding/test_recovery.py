@@ -10,7 +10,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from maas_domain.models import AuditLog
-from maas_domain.simulator.node import NodeSide
+from maas_simulator.node import NodeSide
 from onboarding.models import Onboarding
 from tests.factories import make_onboarding, make_site
 from tests.support.flows import Flow, settle, start, wait_until
@@ -62,6 +62,7 @@ def test_retry_reruns_the_failed_stage_with_attempt_plus_one(
 def test_rerun_adopts_and_does_not_recommission_a_ready_machine(
     flow: Flow, node_side: NodeSide, api: APIClient
 ) -> None:
+    node_side.set("r02", checkin=0.2)  # its agent checks in once deployed
     sid = flow.sim.add(
         hostname="r02", status="new", power_address="10.11.0.2", faults={"commission_failure": [1]}
     )
@@ -72,12 +73,13 @@ def test_rerun_adopts_and_does_not_recommission_a_ready_machine(
     assert wf.state == "succeeded", wf.reason
     assert flow.sim.mutations(sid).count("machine.commission") == 2  # once failed, once on rerun
     assert wf.attempt == 2
-    # a second rerun of the succeeded workflow adopts everything: no new commission or deploy
+    # a second rerun of the succeeded workflow adopts everything and succeeds: MAAS gets nothing
     flow.sim.reset_counters()
     assert verb(api, wf.pk, "rerun").status_code == 202
-    wf = settle(wf.pk, states=("waiting", "failed", "succeeded"))
-    assert "machine.commission" not in flow.sim.mutations(sid)
-    assert "machine.deploy" not in flow.sim.mutations(sid)
+    wf = settle(wf.pk)
+    assert wf.state == "succeeded", (wf.failure_class, wf.reason)
+    assert flow.sim.mutations() == []
+    assert (wf.attempt, wf.token_attempt, wf.enrolled_attempt) == (3, 3, 3)
 
 
 @pytest.mark.slow
@@ -183,6 +185,13 @@ def test_adopt_moves_a_hand_fixed_deployed_machine_to_enrollment(
     assert answer.json()["stage"] == "enrollment"
     event = Onboarding.objects.get(pk=wf.pk).events.get(kind="operator.adopt")
     assert event.data["maas_status"] == "Deployed"
+    # the hand-deployed machine boots the payload it was given: its agent enrolls, adopt finishes
+    flow.sim.reset_counters()
+    node_side.restart(flow.sim.model, sid)
+    wf = settle(wf.pk)
+    assert wf.state == "succeeded", (wf.failure_class, wf.reason)
+    assert (wf.attempt, wf.enrolled_attempt) == (1, 1)
+    assert flow.sim.mutations() == []
 
 
 # -- API rules (no worker needed) ------------------------------------------------------------

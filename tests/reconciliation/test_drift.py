@@ -364,10 +364,10 @@ def test_bad_resolution_input_is_400_and_changes_nothing(
 def test_decommission_workflows_are_judged_through_the_engine_registry(
     sim: Sim, site: MaasSite, maas: MaasClient, api: APIClient
 ) -> None:
-    """Reconciliation knows workflow kinds only through engine.KINDS: a decommission stuck in
-    its release stage is reported, its erase is what the stage expects, and a machine its
-    retire stage deleted is not missing."""
-    from maas_domain.workflow.engine import KINDS
+    """Reconciliation knows workflow kinds only through the registry (kinds.KINDS): a
+    decommission stuck in its release stage is reported, its erase is what the stage expects,
+    and a machine its retire stage deleted is not missing."""
+    from maas_domain.workflow.kinds import KINDS
 
     model = KINDS["decommission"].model
     erasing = sim.add(hostname="gpu-d", status="disk_erasing", power_address="10.10.0.21")

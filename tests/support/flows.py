@@ -14,12 +14,12 @@ import redis
 from django.contrib.auth import get_user_model
 from django.db import connections
 
+from devtools.demo import demo_ca_pem
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
-from maas_domain.services.demo import demo_ca_pem
 from maas_domain.services.probe import site_probe
-from maas_domain.simulator.node import NodeSide
-from maas_domain.workflow import engine
+from maas_domain.workflow.scheduling import sweep
+from maas_simulator.node import NodeSide
 from tests.support.maas import API_KEY, Sim, make_sim
 
 CA_PEM = demo_ca_pem()
@@ -63,7 +63,7 @@ def sweeper(transactional_db: None, settings: Any) -> Iterator[None]:
         # like beat: a sweep that fails (database restarting) is followed by the next one
         while not stop.wait(0.3):
             try:
-                engine.sweep()
+                sweep()
             except Exception:  # noqa: S110
                 pass
             finally:
@@ -128,11 +128,13 @@ def flow(worker: None, flow_site: Flow) -> Flow:
 
 
 @pytest.fixture
-def node_side(flow_site: Flow) -> NodeSide:
-    """The simulator's node side: deployed machines call our enrollment endpoint."""
+def node_side(flow_site: Flow) -> Iterator[NodeSide]:
+    """The simulator's node side: deployed machines call our enrollment endpoint (their agents
+    stop checking in when the test ends: the live server outlives it)."""
     side = NodeSide()
     flow_site.sim.model.node_side = side
-    return side
+    yield side
+    side.stop()
 
 
 def start(flow: Flow, hostname: str, ipmi_ip: str, **kw: Any) -> Any:

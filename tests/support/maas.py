@@ -6,14 +6,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import oauthlib.oauth1
 import pytest
 import requests
+from requests_oauthlib import OAuth1
 
 from maas_domain.maas.client import MaasClient
 from maas_domain.maas.status import NodeStatus
-from maas_domain.simulator import scenario
-from maas_domain.simulator.model import Simulator
-from maas_domain.simulator.server import SimulatorServer
+from maas_simulator import scenario
+from maas_simulator.model import Simulator
+from maas_simulator.server import SimulatorServer
 
 API_KEY = "SimConsumerKey1234:SimTokenKey1234567:SimTokenSecretABCDEFGHIJKLMNOPQ"
 # A fast clock: commissioning takes 0.2 s, a deploy 0.45 s, MAAS's 30-minute timeout 3 s.
@@ -52,6 +54,16 @@ class Sim:
         rows = requests.get(self.control + "counters", timeout=10).json()["mutations"]
         return [r["action"] for r in rows if system_id is None or r["system_id"] == system_id]
 
+    def sent(self, action: str, system_id: str | None = None) -> list[dict[str, Any]]:
+        """The parameters of each ``action`` MAAS received (recorded by the control endpoint:
+        secrets redacted, user data as digest and size), in order."""
+        rows = requests.get(self.control + "counters", timeout=10).json()["mutations"]
+        return [
+            r["params"]
+            for r in rows
+            if r["action"] == action and (system_id is None or r["system_id"] == system_id)
+        ]
+
     def count(self, action: str, *, status: int | None = None) -> int:
         rows = requests.get(self.control + "counters", timeout=10).json()["counters"]
         return sum(
@@ -62,6 +74,52 @@ class Sim:
 
     def reset_counters(self) -> None:
         requests.delete(self.control + "counters", timeout=10)
+
+
+def oauth(key: str) -> OAuth1:
+    ck, tk, ts = key.split(":")
+    return OAuth1(ck, "", tk, ts, signature_method=oauthlib.oauth1.SIGNATURE_PLAINTEXT)
+
+
+class Api:
+    """Raw MAAS API 2.0 calls, signed with one key (or anonymous)."""
+
+    def __init__(self, sim: Sim, key: str | None = API_KEY) -> None:
+        self.sim = sim
+        self.root = sim.url + "api/2.0/"
+        self.session = requests.Session()
+        if key is not None:
+            self.session.auth = oauth(key)
+
+    def get(self, path: str, **params: Any) -> requests.Response:
+        return self.session.get(self.root + path, params=params, timeout=10)
+
+    def post(
+        self, path: str, op: str | None = None, data: Any = None, **kw: Any
+    ) -> requests.Response:
+        params = {"op": op} if op else None
+        return self.session.post(self.root + path, params=params, data=data, timeout=10, **kw)
+
+    def machine(self, sid: str) -> dict[str, Any]:
+        response = self.get(f"machines/{sid}/")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def op(self, sid: str, op: str, **form: Any) -> requests.Response:
+        return self.post(f"machines/{sid}/", op, data=form)
+
+    def ok(self, sid: str, op: str, **form: Any) -> dict[str, Any]:
+        response = self.op(sid, op, **form)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def events(self, sid: str, **params: Any) -> list[dict[str, Any]]:
+        response = self.get("events/", op="query", id=sid, limit=1000, **params)
+        assert response.status_code == 200, response.text
+        return response.json()["events"]
+
+    def status(self, sid: str) -> str:
+        return str(self.machine(sid)["status_name"])
 
 
 def wait_for(

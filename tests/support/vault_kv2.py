@@ -1,6 +1,6 @@
 """A KV v2-compatible HTTP test server (no Vault package can be installed here).
 
-It enforces the behaviours listed in shared/vault-kv2.md that our backend relies on: versions
+It enforces the behaviours listed in docs/vault-kv2.md that our backend relies on: versions
 that only grow, check-and-set (``cas=0`` create-only, mismatch is HTTP 400 with Vault's text,
 ``cas_required``), ``max_versions`` trimming, soft delete / undelete / destroy, metadata, LIST
 (an empty list is 404), token auth with per-token path capabilities (403 ``permission denied``

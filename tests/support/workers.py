@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from maas_domain.simulator.node import NodeSide
+from maas_simulator.node import NodeSide
 from tests.support.flows import Flow
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,417 @@
+"""The production shape on one machine, for benchmarks and the count-budget test: PostgreSQL
+and Redis (the machine's), the MAAS simulator as its own process, the API under gunicorn,
+prefork Celery workers and beat, each started with counters (``benchmarks/instrumented.py``).
+
+``Stack`` owns a scratch database and a Redis DB; ``run_batch`` submits a batch of onboardings
+through the HTTP API, waits for every workflow to end, stops the processes and returns the
+figures (docs/benchmarks.md explains each).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import requests
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Scenario:
+    name: str
+    nodes: int
+    limit: int
+    scale: float  # simulator clock: MAAS seconds per second
+    workers: int = 8  # concurrency of each worker (processes for prefork, threads for threads)
+    pool: str = "prefork"
+    processes: int = 1  # worker processes (celery worker commands) started
+    sweep_seconds: int = 2
+    lease_seconds: int = 90
+    kill_workers_at: float | None = None  # share of nodes past commission when workers die
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    accept_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    ideal_seconds: float = 0.0
+    states: dict[str, int] = field(default_factory=dict)
+    durations: list[float] = field(default_factory=list)
+    maas_by_operation: dict[str, int] = field(default_factory=dict)
+    mutations: list[dict[str, Any]] = field(default_factory=list)
+    statements: dict[str, int] = field(default_factory=dict)
+    tasks: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
+    rss_mb: dict[str, float] = field(default_factory=dict)
+    recovery: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return max(self.scenario.nodes, 1)
+
+    def per_node(self, value: float) -> float:
+        return value / self.n
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["scenario"] = self.scenario.__dict__
+        d.pop("durations")
+        d["duration_p50"], d["duration_p95"], d["duration_max"] = self.duration_stats()
+        d["mutations"] = len(self.mutations)
+        return d
+
+    def duration_stats(self) -> tuple[float, float, float]:
+        if not self.durations:
+            return (0.0, 0.0, 0.0)
+        ordered = sorted(self.durations)
+        p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+        return (statistics.median(ordered), p95, ordered[-1])
+
+
+def maas_seconds_per_onboarding() -> float:
+    """MAAS-side time of one onboarding in MAAS seconds: commissioning, then deploying to the
+    first boot (the node enrolls at once), as the simulator plays them."""
+    from maas_simulator.model import Simulator
+
+    return float(Simulator.COMMISSION_READY_AT + Simulator.DEPLOY_FIRST_BOOT_AT)
+
+
+class Stack:
+    def __init__(self, scenario: Scenario, *, redis_db: int = 9, label: str = "bench") -> None:
+        self.s = scenario
+        self.db = f"maascp_{label}_{os.getpid()}"
+        self.redis_url = f"redis://127.0.0.1:6379/{redis_db}"
+        self.dir = Path(tempfile.mkdtemp(prefix=f"maascp-{label}-"))
+        self.stats_dir = self.dir / "stats"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.sim_port, self.web_port = free_port(), free_port()
+        self.key = "BenchConsumer12345:BenchToken12345678:BenchSecretABCDEFGHIJKLMNOPQRSTU"
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "MAASCP_DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{self.db}",
+            "MAASCP_BROKER_URL": self.redis_url,
+            "MAASCP_DATA_DIR": str(self.dir / "data"),
+            "MAASCP_WORKFLOW_SWEEP_SECONDS": str(scenario.sweep_seconds),
+            "MAASCP_WORKFLOW_LEASE_SECONDS": str(scenario.lease_seconds),
+            "MAASCP_NODE_API_URL": f"http://127.0.0.1:{self.web_port}",
+            "MAASCP_LOG_LEVEL": "INFO",  # production's: every MAAS call is a log line
+            "MAASCP_BENCH_STATS": str(self.stats_dir),
+            # every simulated node (and the preflight checks) reaches the node routes from
+            # 127.0.0.1: the per-address limit is for real node networks
+            "MAASCP_NODE_REQUESTS_PER_MINUTE": "1000000",
+            "PYTHONPATH": str(ROOT),
+        }
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def _psql(self, sql: str) -> None:
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+            c.execute(sql)
+
+    def _manage(self, *args: str) -> str:
+        done = subprocess.run(
+            [PY, str(ROOT / "manage.py"), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode:
+            raise RuntimeError(f"manage.py {args[0]} failed: {done.stderr[-2000:]}")
+        return done.stdout
+
+    def _start(self, name: str, cmd: list[str]) -> None:
+        log = open(self.dir / f"{name}.log", "wb")  # noqa: SIM115 (closed with the process)
+        self.procs[name] = subprocess.Popen(
+            cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def setup(self) -> str:
+        """Database, simulator machines, site, credentials, profile, SKU; returns an API token."""
+        import redis
+
+        self._psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+        self._psql(f"CREATE DATABASE {self.db}")
+        redis.Redis.from_url(self.redis_url).flushdb()
+        (self.dir / "data").mkdir()
+        (self.dir / "key").write_text(self.key)
+        machines = [
+            {
+                "hostname": f"b{i:05d}",
+                "status": "new",
+                "power_address": f"10.{70 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}",
+            }
+            for i in range(self.s.nodes)
+        ]
+        (self.dir / "scenario.yaml").write_text(yaml.safe_dump({"machines": machines}))
+        self._manage("migrate", "--noinput")
+        self._start(
+            "simulator",
+            [
+                PY,
+                str(ROOT / "manage.py"),
+                "simulate_maas",
+                "--port",
+                str(self.sim_port),
+                "--api-key-file",
+                str(self.dir / "key"),
+                "--scenario",
+                str(self.dir / "scenario.yaml"),
+                "--time-scale",
+                str(self.s.scale),
+            ],
+        )
+        self._wait_http(f"{self.sim_url}api/2.0/version/")
+        token = self._manage(
+            "shell",
+            "-c",
+            _SETUP.format(
+                maas_url=self.sim_url, key=self.key, limit=self.s.limit, run=secrets.token_hex(4)
+            ),
+        ).strip()
+        self.start_processes()
+        self._wait_http(f"http://127.0.0.1:{self.web_port}/health/live")
+        return token.splitlines()[-1]
+
+    def start_processes(self, *, only_workers: bool = False) -> None:
+        for i in range(self.s.processes):
+            self._start(
+                f"worker-{len(self.procs)}" if only_workers or i else "worker",
+                [
+                    PY, "-m", "celery", "-A", "benchmarks.instrumented", "worker",
+                    "--pool", self.s.pool, "--concurrency", str(self.s.workers),
+                    "--hostname", f"w{len(self.procs)}@%h",
+                    "--without-gossip", "--without-mingle", "--without-heartbeat",
+                    "--loglevel", "WARNING",
+                ],
+            )  # fmt: skip
+        if only_workers:
+            return
+        self._start(
+            "beat",
+            [
+                PY, "-m", "celery", "-A", "benchmarks.instrumented", "beat",
+                "--loglevel", "WARNING", "--schedule", str(self.dir / "beat-schedule"),
+            ],
+        )  # fmt: skip
+        self._start(
+            "web",
+            [
+                PY, "-m", "gunicorn", "config.wsgi",
+                "-c", str(ROOT / "benchmarks/gunicorn_conf.py"),
+                "--bind", f"127.0.0.1:{self.web_port}", "--workers", "2", "--threads", "4",
+            ],
+        )  # fmt: skip
+
+    @property
+    def sim_url(self) -> str:
+        return f"http://127.0.0.1:{self.sim_port}/MAAS/"
+
+    def _wait_http(self, url: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    tail = (self.dir / f"{name}.log").read_text()[-2000:]
+                    raise RuntimeError(f"{name} exited at start-up:\n{tail}")
+            try:
+                if requests.get(url, timeout=2).status_code < 500:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"{url} did not answer within {timeout}s")
+
+    # -- running a batch ---------------------------------------------------------------------
+
+    def db_rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{self.db}") as c:
+            return list(c.execute(sql).fetchall())
+
+    def run_batch(self, token: str) -> Result:
+        result = Result(self.s)
+        result.ideal_seconds = (
+            maas_seconds_per_onboarding() / self.s.scale * math.ceil(self.s.nodes / self.s.limit)
+        )
+        rows = [
+            {
+                "hostname": f"b{i:05d}",
+                "ipmi_ip": f"10.{70 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}",
+            }
+            for i in range(self.s.nodes)
+        ]
+        site, profile, sku = self.db_rows(
+            "SELECT s.id, p.id, (SELECT id FROM skus LIMIT 1) FROM maas_sites s "
+            "JOIN maas_site_profiles p ON p.site_id = s.id LIMIT 1"
+        )[0]
+        requests.delete(self.sim_url.replace("/MAAS/", "/_sim/counters"), timeout=10)
+        self._profile()
+        started = time.perf_counter()
+        answer = requests.post(
+            f"http://127.0.0.1:{self.web_port}/api/v1/admin/onboardings/batch",
+            json={"site_id": site, "profile_id": profile, "sku_id": sku, "rows": rows},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=120,
+        )
+        result.accept_seconds = time.perf_counter() - started
+        if answer.status_code != 202:
+            raise RuntimeError(f"batch refused: {answer.status_code} {answer.text[:500]}")
+        killed = False
+        while True:
+            counts = dict(self.db_rows("SELECT state, count(*) FROM node_onboardings GROUP BY 1"))
+            open_ = sum(counts.get(s, 0) for s in ("pending", "running", "waiting"))
+            if not open_:
+                break
+            if self.s.kill_workers_at is not None and not killed:
+                past = self.db_rows(
+                    "SELECT count(*) FROM node_onboardings WHERE checkpoint NOT IN "
+                    "('', 'preflight', 'discover')"
+                )[0][0]
+                if past >= self.s.kill_workers_at * self.s.nodes:
+                    result.recovery = self._kill_and_restart_workers()
+                    killed = True
+            if time.perf_counter() - started > 3600:
+                raise RuntimeError(f"batch did not settle within an hour: {counts}")
+            time.sleep(0.25)
+        result.wall_seconds = time.perf_counter() - started
+        result.states = dict(
+            self.db_rows("SELECT state, count(*) FROM node_onboardings GROUP BY 1")
+        )
+        result.durations = [
+            float(r[0])
+            for r in self.db_rows(
+                "SELECT EXTRACT(EPOCH FROM finished_at - created_at) FROM node_onboardings"
+            )
+            if r[0] is not None
+        ]
+        if killed:
+            result.recovery["progress_again_seconds"] = self._progress_after(result.recovery)
+        counters = requests.get(self.sim_url.replace("/MAAS/", "/_sim/counters"), timeout=30).json()
+        ops: Counter[str] = Counter()
+        for row in counters["counters"]:
+            ops[f"{row['method']} {row['action']}"] += row["count"]
+        result.maas_by_operation = dict(ops.most_common())
+        result.mutations = counters["mutations"]
+        self.stop()
+        self._collect(result)
+        return result
+
+    def _profile(self) -> None:
+        """MAASCP_BENCH_PROFILE=FILE: sample the workers (GIL holders, so CPU) with py-spy for
+        the first 60 s of the batch; raw stacks for docs/benchmarks.md."""
+        profile = os.environ.get("MAASCP_BENCH_PROFILE")
+        if not profile:
+            return
+        time.sleep(3)  # the workers are past their start-up imports
+        self._start(
+            "py-spy",
+            [
+                str(Path(PY).parent / "py-spy"), "record", "--subprocesses", "--nonblocking",
+                "--gil", "-r", "100", "-d", "60", "-f", "raw", "-o", profile,
+                "--pid", str(self.procs["worker"].pid),
+            ],
+        )  # fmt: skip
+
+    def _kill_and_restart_workers(self) -> dict[str, Any]:
+        """Every worker process dies at once (kill -9 of the whole process group); new ones
+        start three seconds later."""
+        at = time.time()
+        for name in [n for n in self.procs if n.startswith("worker")]:
+            proc = self.procs.pop(name)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        time.sleep(3)
+        self.start_processes(only_workers=True)
+        return {"killed_at": at, "restarted_at": time.time()}
+
+    def _progress_after(self, recovery: dict[str, Any]) -> float:
+        """Seconds from the restart until the last workflow open at the kill moved again."""
+        rows = self.db_rows(
+            "SELECT EXTRACT(EPOCH FROM min(e.at)) FROM node_onboardings w "
+            "JOIN node_onboarding_events e ON e.onboarding_id = w.id "
+            f"AND e.at > to_timestamp({recovery['killed_at']}) "
+            f"WHERE w.created_at < to_timestamp({recovery['killed_at']}) GROUP BY w.id"
+        )
+        moved = [float(r[0]) for r in rows if r[0] is not None]
+        return max(moved) - recovery["restarted_at"] if moved else float("nan")
+
+    # -- stopping and collecting ---------------------------------------------------------------
+
+    def stop(self) -> None:
+        spy = self.procs.pop("py-spy", None)
+        if spy is not None:
+            spy.wait(timeout=120)  # it writes its samples when its duration ends
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def _collect(self, result: Result) -> None:
+        statements: Counter[str] = Counter()
+        tasks: Counter[str] = Counter()
+        cpu: Counter[str] = Counter()
+        rss: dict[str, float] = {}
+        for path in self.stats_dir.glob("*.json"):
+            body = json.loads(path.read_text())
+            kind = "worker" if body["kind"].startswith("worker") else body["kind"]
+            statements[kind] += body["statements"]
+            tasks.update(body["tasks"])
+            cpu[kind] += body["cpu_seconds"]
+            rss[kind] = max(rss.get(kind, 0.0), body["max_rss_kb"] / 1024)
+        result.statements, result.tasks = dict(statements), dict(tasks)
+        result.cpu, result.rss_mb = dict(cpu), rss
+
+    def teardown(self) -> None:
+        self.stop()
+        with contextlib.suppress(psycopg.Error):
+            self._psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+
+
+_SETUP = """
+from django.contrib.auth import get_user_model
+from devtools.demo import demo_ca_pem
+from maas_domain.services.tokens import api_token_create
+from maas_domain.models import MaasSite, SiteProfile, Sku
+from maas_domain.services.credentials import site_credentials_write
+from maas_domain.services.probe import site_probe
+admin = get_user_model().objects.create_user("bench-{run}", is_staff=True, is_superuser=True)
+site = MaasSite.objects.create(name="bench", maas_url="{maas_url}", pxe_subnet="10.20.0.0/16",
+    ca_bundle_pem=demo_ca_pem(), policy={{"max_concurrent_workflows": {limit}}})
+site_credentials_write(actor=admin, site=site,
+    payload={{"maas_api_key": "{key}", "ipmi": {{"username": "maas", "password": "x"}}}})
+SiteProfile.objects.create(site=site, name="p", distro_series="jammy")
+Sku.objects.create(code="k", name="k")
+assert site_probe(actor=admin, site_id=site.pk)["health"] == "healthy"
+print(api_token_create(actor=None, user=admin, name="bench", scope="admin")[1])
+"""

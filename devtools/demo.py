@@ -1,0 +1,97 @@
+"""The embedded demo: a site pointing at the bundled simulator, with a profile, a SKU,
+credentials, and a probe. Idempotent, so ``make run`` can call it on every start."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from maas_domain import audit
+from maas_domain.models import MaasSite, SiteProfile, Sku
+from maas_domain.services.credentials import site_credentials_write
+from maas_domain.services.probe import site_probe
+from maas_domain.services.sites import profile_create, site_create
+from maas_domain.workflow.models import OPEN_STATES, WorkflowState
+from onboarding.models import Onboarding
+from onboarding.services import onboarding_start
+
+DEMO_SITE = "demo"
+
+
+def demo_ca_pem() -> str:
+    """A throwaway self-signed CA for the demo's node trust material."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "maascp demo CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def demo_site_ensure(
+    *, actor: audit.Actor, maas_url: str, api_key: str, node_api_url: str = ""
+) -> dict[str, Any]:
+    """Create (once) the demo site, profile and SKU, refresh its credentials, probe it."""
+    Sku.objects.get_or_create(
+        code="gpu-8x-h100", defaults={"name": "8x H100 SXM5", "gpu_model": "H100", "gpu_count": 8}
+    )
+    site = MaasSite.objects.filter(name=DEMO_SITE).first()
+    if site is None:
+        site = site_create(
+            actor=actor,
+            data={
+                "name": DEMO_SITE,
+                "description": "Bundled MAAS simulator (embedded mode)",
+                "maas_url": maas_url,
+                "pxe_subnet": "10.20.0.0/16",
+                "ca_bundle_pem": demo_ca_pem(),
+                "policy": {"erase_mode": "quick", "deploy_retry_limit": 1},
+            },
+        )
+    if node_api_url and site.node_api_url != node_api_url:
+        # a lab on this machine: the demo's nodes fetch the agent over plain http
+        MaasSite.objects.filter(pk=site.pk).update(
+            node_api_url=node_api_url, allow_http=node_api_url.startswith("http://")
+        )
+    if not SiteProfile.objects.filter(site=site, name="default").exists():
+        profile_create(
+            actor=actor,
+            site=site,
+            data={"name": "default", "distro_series": "jammy", "architecture": "amd64/generic"},
+        )
+    site_credentials_write(
+        actor=actor,
+        site=site,
+        payload={"maas_api_key": api_key, "ipmi": {"username": "maas", "password": "demo-ipmi"}},
+    )
+    return site_probe(actor=actor, site_id=site.pk)
+
+
+def demo_onboarding_start(*, actor: audit.Actor) -> Onboarding:
+    """Onboard c07u31 (the demo site's first machine) unless it is already onboarded."""
+    site = MaasSite.objects.get(name=DEMO_SITE)
+    existing = Onboarding.objects.filter(site=site, hostname="c07u31").order_by("-id").first()
+    if existing is not None and existing.state in (WorkflowState.SUCCEEDED, *OPEN_STATES):
+        return existing
+    return onboarding_start(
+        actor=actor,
+        site_id=site.pk,
+        profile_id=SiteProfile.objects.get(site=site, name="default").pk,
+        sku_id=Sku.objects.get(code="gpu-8x-h100").pk,
+        hostname="c07u31",
+        ipmi_ip="10.10.7.31",
+    )

@@ -1,0 +1,274 @@
+"""Run the whole product on one machine: API + admin (gunicorn), a Celery worker, beat and the
+bundled MAAS simulator, with a demo site registered against it and probed.
+
+Embedded defaults: SQLite and the filesystem broker under the data folder, so nothing needs
+installing. Ctrl-C (or SIGTERM) stops every process; if one process dies, all are stopped.
+
+The console stays readable: the banner, then one short line per workflow timeline event (the demo
+onboarding first). Each process's full output (JSON log lines) goes to
+``<data folder>/log/<process>.log``; ``--show-logs`` also copies it to the console.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+import maas_simulator
+from devtools.console import TimelineFollower
+from devtools.demo import demo_onboarding_start, demo_site_ensure
+from maas_domain.models import ApiToken
+from maas_domain.observability.exposition import wipe
+from maas_domain.services.tokens import api_token_create, api_token_revoke
+from maas_domain.workflow.models import WorkflowState
+from onboarding.models import Onboarding
+
+EMBEDDED_TOKEN_NAME = "embedded"  # noqa: S105 (a label)
+
+
+class Command(BaseCommand):
+    help = "Run API, admin, worker and beat together (embedded default). Ctrl-C stops all."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+        parser.add_argument("--admin-user", default="admin")
+        parser.add_argument("--maas-port", type=int, default=5240, help="simulator port")
+        parser.add_argument("--time-scale", type=float, default=30.0, help="simulator clock")
+        parser.add_argument("--no-demo", action="store_true", help="skip the demo onboarding")
+        parser.add_argument(
+            "--show-logs",
+            action="store_true",
+            help="also print every process's JSON log lines here (always in <data>/log/)",
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        self.stdout.write(f"data folder: {settings.DATA_DIR}")
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        # Every process started here shares the metrics folder; what earlier runs left goes.
+        wipe(Path(settings.METRICS_DIR))
+        password, token = self._admin_login(opts["admin_user"])
+        base = f"http://{opts['host']}:{opts['port']}"
+        maas_url = f"http://127.0.0.1:{opts['maas_port']}/MAAS/"
+        procs = self._start(opts)
+        stopping = False
+
+        def stop(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            self._wait_http(f"{maas_url}api/2.0/version/", procs, lambda: stopping)
+            probe = self._demo_site(opts["admin_user"], maas_url, base)
+            self._wait_http(f"{base}/admin/login/", procs, lambda: stopping)
+            if stopping:
+                return
+            self._banner(base, opts["admin_user"], password, token)
+            self.stdout.write(
+                f"  Demo site   : 'demo' on the MAAS simulator at {maas_url} "
+                f"(probe: {probe['health']})\n"
+            )
+            follower = TimelineFollower()
+            demo = None if opts["no_demo"] else self._demo_onboarding(opts["admin_user"], base)
+            while not stopping:
+                for line in follower.new_lines():
+                    self.stdout.write(line)
+                if demo is not None:
+                    demo.refresh_from_db(fields=["state", "reason"])
+                    if demo.state in (WorkflowState.SUCCEEDED, WorkflowState.FAILED):
+                        reason = f": {demo.reason}" if demo.reason else ""
+                        self.stdout.write(f"Demo onboarding {demo.state}{reason}")
+                        demo = None
+                self.stdout.flush()
+                for name, proc in procs.items():
+                    if proc.poll() is not None:
+                        raise CommandError(
+                            f"{name} exited with code {proc.returncode} "
+                            f"(see {self._log_dir() / (name + '.log')})"
+                        )
+                time.sleep(0.5)
+        finally:
+            self._stop_all(procs)
+
+    def _admin_login(self, username: str) -> tuple[str, str]:
+        """Ensure a staff superuser with a password kept in the data folder; mint a token."""
+        pw_file = Path(settings.DATA_DIR) / "admin-password"
+        if not pw_file.exists():
+            pw_file.write_text(secrets.token_urlsafe(12))
+            pw_file.chmod(0o600)
+        password = pw_file.read_text().strip()
+        user_model = get_user_model()
+        with transaction.atomic():
+            user, _ = user_model.objects.get_or_create(username=username)
+            user.is_staff = user.is_superuser = user.is_active = True
+            user.set_password(password)
+            user.save()
+            for old in ApiToken.objects.filter(
+                user=user, name=EMBEDDED_TOKEN_NAME, revoked_at__isnull=True
+            ).values_list("pk", flat=True):
+                api_token_revoke(actor=None, token_id=old, reason="embedded stack restarted")
+            _, raw = api_token_create(
+                actor=None, user=user, name=EMBEDDED_TOKEN_NAME, scope="admin"
+            )
+        return password, raw
+
+    def _demo_site(self, username: str, maas_url: str, base: str) -> dict[str, Any]:
+        user = get_user_model().objects.get(username=username)
+        api_key = self._sim_key_file().read_text().strip()
+        return demo_site_ensure(actor=user, maas_url=maas_url, api_key=api_key, node_api_url=base)
+
+    def _demo_onboarding(self, username: str, base: str) -> Onboarding | None:
+        """Onboard c07u31 against the simulator; the follower prints its timeline."""
+        user = get_user_model().objects.get(username=username)
+        wf = demo_onboarding_start(actor=user)
+        url = f"{base}/api/v1/admin/onboardings/{wf.pk}"
+        if wf.state == WorkflowState.SUCCEEDED:
+            self.stdout.write(f"Demo onboarding of c07u31 already succeeded: {url}")
+            return None
+        self.stdout.write(f"Demo onboarding of c07u31: {url}")
+        if wf.events.exists() and wf.state != WorkflowState.PENDING:
+            self.stdout.write("  (resumed from an earlier run; its timeline is at the URL above)")
+        return wf
+
+    def _log_dir(self) -> Path:
+        return Path(settings.DATA_DIR) / "log"
+
+    def _sim_key_file(self) -> Path:
+        return Path(settings.DATA_DIR) / "simulator-api-key"
+
+    def _start(self, opts: dict[str, Any]) -> dict[str, subprocess.Popen[bytes]]:
+        py = sys.executable
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        scenario = Path(maas_simulator.__file__).resolve().parent / "scenarios" / "demo.yaml"
+        commands = {
+            "maas-simulator": [
+                py, manage, "simulate_maas", "--port", str(opts["maas_port"]),
+                "--api-key-file", str(self._sim_key_file()), "--scenario", str(scenario),
+                "--time-scale", str(opts["time_scale"]),
+            ],
+            "api": [
+                py, "-m", "gunicorn", "config.wsgi",
+                "--bind", f"{opts['host']}:{opts['port']}",
+                "--workers", "2", "--threads", "4", "--timeout", "60",
+            ],
+            "worker": [
+                py, "-m", "celery", "-A", "config", "worker",
+                "--loglevel", "INFO", "--concurrency", str(opts["concurrency"]),
+                "--hostname", "embedded@%h",
+            ],
+            "beat": [
+                py, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
+                "--schedule", str(Path(settings.DATA_DIR) / "celerybeat-schedule"),
+            ],
+        }  # fmt: skip
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # The demo wants quick hand-offs; production keeps the 10 s default.
+        env.setdefault("MAASCP_WORKFLOW_SWEEP_SECONDS", "2")
+        log_dir = self._log_dir()
+        log_dir.mkdir(parents=True, exist_ok=True)
+        procs = {}
+        for name, cmd in commands.items():
+            log = (log_dir / f"{name}.log").open("wb")  # this run's log, from its first line
+            # Own session: a terminal Ctrl-C reaches only us, and we stop the children in order.
+            procs[name] = subprocess.Popen(
+                cmd,
+                env=env,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if opts["show_logs"] else log,
+                stderr=subprocess.STDOUT,
+            )
+            if opts["show_logs"]:
+                threading.Thread(
+                    target=self._tee, args=(name, procs[name], log), daemon=True
+                ).start()
+            else:
+                log.close()  # the child holds its own copy
+        self.stdout.write(
+            f"started {', '.join(procs)}; their logs: {log_dir}/<name>.log"
+            + ("" if opts["show_logs"] else " (--show-logs to see them here)")
+        )
+        if os.geteuid() == 0:
+            self.stdout.write(
+                "note: running as root, so Celery logs a SecurityWarning about superuser "
+                "privileges in worker.log; run `make run` as an ordinary user to avoid it"
+            )
+        return procs
+
+    def _tee(self, name: str, proc: subprocess.Popen[bytes], log: Any) -> None:
+        """--show-logs: each line to the process's log file and, prefixed, to the console."""
+        assert proc.stdout is not None
+        with log:
+            for raw in proc.stdout:
+                log.write(raw)
+                log.flush()
+                self.stdout.write(f"[{name}] {raw.decode(errors='replace').rstrip()}")
+
+    def _wait_http(self, url: str, procs: dict[str, Any], stopping: Any) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not stopping():
+            for name, proc in procs.items():
+                if proc.poll() is not None:
+                    raise CommandError(f"{name} exited with code {proc.returncode} at start-up")
+            try:
+                with urllib.request.urlopen(url, timeout=2):  # noqa: S310 (our own loopback)
+                    return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.3)
+        if not stopping():
+            raise CommandError(f"the API did not answer at {url} within 60s")
+
+    def _banner(self, base: str, user: str, password: str, token: str) -> None:
+        self.stdout.write(
+            "\n".join(
+                [
+                    "",
+                    "MAAS control plane is running (embedded mode)",
+                    f"  Admin pages : {base}/admin/  (login: {user} / {password})",
+                    f"  Admin API   : {base}/api/v1/admin/",
+                    f"  API token   : {token}",
+                    f"  Metrics     : {base}/api/v1/admin/metrics  (same token; Prometheus)",
+                    f"  API docs    : {base}/api/v1/docs/  (OpenAPI: {base}/api/v1/schema/)",
+                    f"  maasctl     : MAASCTL_URL={base} MAASCTL_TOKEN={token} "
+                    ".venv/bin/maasctl sites list",
+                    "  Example     :",
+                    f"    curl -s -H 'Authorization: Bearer {token}' "
+                    f"{base}/api/v1/admin/maas-sites",
+                    "Press Ctrl-C to stop everything.",
+                    "",
+                ]
+            )
+        )
+        self.stdout.flush()
+
+    def _stop_all(self, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for name, proc in procs.items():
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.stdout.write(f"stopped {name}")

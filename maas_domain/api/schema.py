@@ -1,0 +1,111 @@
+"""The OpenAPI document (drf-spectacular): what every operation shares.
+
+- Every operation documents the one error body (``Error``, maas_domain/api/exceptions.py) for the
+  statuses it can answer with: 400, 401, 403, 404 and 429 everywhere; 409, 413, 415, 422 and 503
+  on writes.
+- The bearer token (``Authorization: Bearer mcp_…``) is the ``bearerAuth`` scheme.
+- Only the API is described: the admin pages and the node agent's shell script are not.
+
+docs/api.md ("OpenAPI") says where the document, Swagger UI and Redoc are served, and how the
+committed docs/openapi.yaml and the fuzzing gate keep it true.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema as BaseAutoSchema
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+
+READ_ERRORS = ("400", "401", "403", "404", "429")
+WRITE_ERRORS = (*READ_ERRORS, "409", "413", "415", "422", "503")
+DESCRIPTIONS = {
+    "400": "Invalid input: `fields` names each bad field, `rows` each bad row.",
+    "401": "No or bad credentials.",
+    "403": "Authenticated but not an administrator.",
+    "404": "No such resource.",
+    "409": "Conflicts with the current state (`revision_mismatch`: a stale If-Match).",
+    "413": "The body is larger than the limit (docs/security.md).",
+    "415": "The body is not JSON.",
+    "422": "The Idempotency-Key was used with another body.",
+    "429": "Too many requests: wait Retry-After seconds.",
+    "503": "A dependency (secrets backend, MAAS) is unavailable; nothing changed.",
+}
+
+
+class RowErrorSerializer(serializers.Serializer[Any]):
+    index = serializers.IntegerField(help_text="0-based index of the row in the request.")
+    field = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    """The one error body of the API. Conflicts add what a client needs to decide (for example
+    ``open_workflows``, ``current_state``, ``allowed_verbs``, ``current_revision``)."""
+
+    error = serializers.CharField(help_text="Stable machine-readable code.")
+    detail = serializers.CharField(help_text="A sentence for a human.")
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="Field path → reasons.",
+    )
+    rows = RowErrorSerializer(many=True, required=False)
+
+
+def error_component_hook(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Postprocessing: an error body may carry more keys than ``error`` and ``detail``."""
+    schema = result.get("components", {}).get("schemas", {}).get("Error")
+    if schema is not None:
+        schema["additionalProperties"] = True
+    return result
+
+
+class AutoSchema(BaseAutoSchema):
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        responses = super()._get_response_bodies(direction)
+        authenticated = bool(getattr(self.view, "authentication_classes", None))
+        codes = WRITE_ERRORS if self.method in ("POST", "PUT", "PATCH", "DELETE") else READ_ERRORS
+        for code in codes:
+            if code == "401" and not authenticated:  # a refusal (403) can still happen
+                continue
+            if code not in responses:
+                response = self._get_response_for_code(  # type: ignore[no-untyped-call]
+                    ErrorSerializer, code, direction=direction
+                )
+                response["description"] = DESCRIPTIONS[code]
+                responses[code] = response
+        return responses
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    target_class = "maas_domain.auth.ApiTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token (`maasctl tokens create`, `manage.py create_api_token` "
+            "or `POST /tokens`), shown once when it is made.",
+        }
+
+
+def path_id(name: str, what: str) -> OpenApiParameter:
+    return OpenApiParameter(name, int, OpenApiParameter.PATH, description=what)
+
+
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    str,
+    OpenApiParameter.HEADER,
+    description='Make the change conditional on the revision, e.g. `"3"` (409 when stale).',
+)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    description="The same key and body replay the first answer; another body is a 422.",
+)

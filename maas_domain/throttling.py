@@ -1,0 +1,85 @@
+"""Rate limits on every door (docs/security.md): fixed windows counted in the cache (Redis in
+production, so every web process shares them).
+
+* API mutations (POST/PUT/PATCH/DELETE): per token (per user for a session),
+  ``MAASCP_API_MUTATIONS_PER_MINUTE``; 429 with ``Retry-After`` (``MutationThrottle``);
+* node-facing endpoints: per source address and, for enrollment, per onboarding id
+  (``MAASCP_NODE_REQUESTS_PER_MINUTE``, ``MAASCP_NODE_ENROLLS_PER_ONBOARDING``);
+* admin login: after ``MAASCP_ADMIN_LOGIN_FAILURES`` failures per address or user name in 15
+  minutes, the login answers 429 until the window ends (``maas_domain/admin_site.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+from maas_domain.observability import metrics
+
+_PREFIX = "maascp:throttle"
+
+
+def _key(limit: str, ident: str, period: int) -> tuple[str, int]:
+    window = int(time.time()) // period
+    return f"{_PREFIX}:{limit}:{ident}:{window}", period - int(time.time()) % period
+
+
+def count(limit: str, ident: str, *, period: int) -> int:
+    """This window's count for (limit, ident), after adding one."""
+    key, left = _key(limit, ident, period)
+    cache.add(key, 0, timeout=period + 1)
+    try:
+        return int(cache.incr(key))
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=left + 1)
+        return 1
+
+
+def peek(limit: str, ident: str, *, period: int) -> int:
+    key, _ = _key(limit, ident, period)
+    return int(cache.get(key) or 0)
+
+
+def retry_after(period: int) -> int:
+    return max(period - int(time.time()) % period, 1)
+
+
+def over(limit: str, ident: str, *, allowed: int, period: int = 60) -> int | None:
+    """Count one request; the seconds to wait when over ``allowed`` in the window, else None."""
+    if count(limit, ident, period=period) <= allowed:
+        return None
+    metrics.throttled(limit)
+    return retry_after(period)
+
+
+def client_address(request: Any) -> str:
+    """The peer address (a proxy in front sets REMOTE_ADDR for us; no header is trusted)."""
+    return str(request.META.get("REMOTE_ADDR") or "unknown")
+
+
+class MutationThrottle(BaseThrottle):
+    """Per-token (else per-user) limit on the API's state-changing methods."""
+
+    def __init__(self) -> None:
+        self.wait_seconds: int | None = None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return True
+        if not request.user.is_authenticated:
+            # anonymous callers reach only the node routes, which have limits of their own
+            # (per source address and per onboarding): one shared bucket would hold a whole
+            # fleet enrolling at once to this limit
+            return True
+        token = getattr(request.auth, "pk", None)
+        ident = f"token-{token}" if token else f"user-{getattr(request.user, 'pk', None)}"
+        self.wait_seconds = over("api_mutations", ident, allowed=settings.API_MUTATIONS_PER_MINUTE)
+        return self.wait_seconds is None
+
+    def wait(self) -> float | None:
+        return self.wait_seconds

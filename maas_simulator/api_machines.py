@@ -1,0 +1,595 @@
+"""Machine handlers: ``machines/`` (list with MAAS's filters, create, enlist, allocate with
+constraints, bulk release) and ``machines/{system_id}/`` (read, update, the lifecycle operations,
+storage layout, network restore, details)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import struct
+from typing import Any
+from xml.sax.saxutils import escape
+
+from maas_domain.maas.status import RELEASABLE, NodeStatus
+from maas_simulator import testing
+from maas_simulator.constraints import Filter, usable_architectures
+from maas_simulator.model import ApiError, Machine, Simulator, conflict, invalid
+from maas_simulator.storage import LAYOUTS, LayoutError, LayoutFieldsError
+from maas_simulator.wire import (
+    MAC,
+    Request,
+    Response,
+    bool_field,
+    has_perm,
+    invalid_choice,
+    machine_or_404,
+    raw,
+)
+
+S = NodeStatus
+
+
+def machines_list(sim: Simulator, req: Request) -> Response:
+    """``GET machines/``: every machine, or those ``ReadNodesForm``'s filters keep (repeated
+    values OR-ed, different filters AND-ed). The cached JSON of each machine is sent as is,
+    without joining 10,000 of them into one buffer first."""
+    chunks: list[bytes] = [b"["]
+    query = {k: v for k, v in req.query.items()}
+    form = Filter(sim, query, acquire=False).clean() if query else None
+    user = req.user
+    assert user is not None
+    for sid in sim.order:
+        m = sim.machines.get(sid)
+        if m is None or (form is not None and not form.matches(m)):
+            continue
+        if not user.is_superuser and m.owner not in (None, user.username):
+            continue  # NodePermission.view: another user's machine is not listed
+        chunks.append(sim.machine_json(m))
+        chunks.append(b",")
+    if len(chunks) > 1:
+        chunks.pop()
+    chunks.append(b"]")
+    return Response(200, chunks)
+
+
+def _power_params_from(req: Request) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    blob = req.get("power_parameters")
+    if blob:
+        try:
+            params.update(json.loads(blob))
+        except ValueError as exc:
+            raise invalid({"power_parameters": ["Invalid JSON."]}) from exc
+    for key, values in {**req.query, **req.form}.items():
+        if key.startswith("power_parameters_") and key != "power_parameters_skip_check":
+            params[key[len("power_parameters_") :]] = values[0]
+    return params
+
+
+def _valid_architectures(sim: Simulator) -> list[str]:
+    return usable_architectures(sim)
+
+
+def machines_create(sim: Simulator, req: Request) -> Response:
+    arch = req.get("architecture") or ""
+    if arch and "/" not in arch:
+        arch = f"{arch}/generic"
+    errors: dict[str, list[str]] = {}
+    valid_arches = _valid_architectures(sim)
+    if arch not in valid_arches:
+        choices = ", ".join(f"'{a}'" for a in valid_arches)
+        errors["architecture"] = [
+            f"'{arch}' is not a valid architecture.  It should be one of: {choices}."
+        ]
+    macs = [m.lower().replace("-", ":") for m in req.all("mac_addresses")]
+    power_type = req.get("power_type") or ""
+    if not macs and power_type != "ipmi":
+        # An IPMI machine may be added by its BMC alone; commissioning finds its NICs.
+        errors["mac_addresses"] = ["This field is required."]
+    in_use = {i.mac_address: m.hostname for m in sim.machines.values() for i in m.interfaces}
+    for mac in macs:
+        if not MAC.match(mac):
+            errors.setdefault("mac_addresses", []).append(f"'{mac}' is not a valid MAC address.")
+        elif mac in in_use:
+            errors.setdefault("mac_addresses", []).append(
+                f"MAC address {mac} already in use on {in_use[mac]}."
+            )
+    hostname = req.get("hostname")
+    if (
+        hostname
+        and not sim.allow_duplicate_hostnames
+        and any(m.hostname == hostname for m in sim.machines.values())
+    ):
+        errors["hostname"] = ["Node with this Hostname already exists."]
+    power = _power_params_from(req)
+    if (
+        power_type == "ipmi"
+        and not req.flag("power_parameters_skip_check")
+        and not power.get("power_address")
+    ):
+        errors["power_parameters"] = ["power_address: This field is required."]
+    if errors:
+        raise invalid(errors)
+    assert req.user is not None
+    power.setdefault("power_driver", "LAN_2_0") if power_type == "ipmi" else None
+    m = sim.add_machine(
+        hostname=hostname,
+        power_type=power_type,
+        power_parameters=power,
+        mac_addresses=macs,
+        architecture=arch,
+        discovered=False,  # commissioning finds the hardware
+    )
+    commission = req.get("commission")
+    if req.user.is_superuser and (commission is None or bool_field(commission)):
+        # MAAS ignores errors of the implicit commissioning (LP:1600328)
+        with contextlib.suppress(ApiError):
+            sim.commission(m, req.user, {})
+    return raw(sim.machine_json(m))
+
+
+def _is_registered(sim: Simulator, req: Request, ignore: set[NodeStatus]) -> bool:
+    mac = req.query.get("mac_address", [""])[0]
+    if not mac:
+        raise ApiError(400, "No provided mac_address!")
+    if not MAC.match(mac):
+        raise invalid({"mac_address": [f"'{mac}' is not a valid MAC address."]})
+    mac = mac.lower().replace("-", ":")
+    return any(
+        i.mac_address == mac
+        for m in sim.machines.values()
+        if m.status not in ignore
+        for i in m.interfaces
+    )
+
+
+def machines_is_registered(sim: Simulator, req: Request) -> Any:
+    return _is_registered(sim, req, {S.RETIRED})
+
+
+def anon_machines_is_registered(sim: Simulator, req: Request) -> Any:
+    # enlistment must be able to run for machines MAAS only half knows
+    return _is_registered(sim, req, {S.NEW, S.COMMISSIONING, S.RETIRED})
+
+
+def machines_enlist(sim: Simulator, req: Request) -> Response:
+    """Anonymous POST /machines/: enlistment creates a NEW machine."""
+    macs = [m.lower() for m in req.all("mac_addresses")]
+    m = sim.add_machine(hostname=req.get("hostname"), mac_addresses=macs or None)
+    return raw(anon_machine_json(sim, m))
+
+
+ANON_FIELDS = (
+    "system_id",
+    "hostname",
+    "domain",
+    "fqdn",
+    "architecture",
+    "status",
+    "power_type",
+    "power_state",
+    "zone",
+    "status_action",
+    "status_message",
+    "status_name",
+    "node_type",
+)
+
+
+def anon_machine_json(sim: Simulator, m: Machine) -> bytes:
+    """``DISPLAYED_ANON_MACHINE_FIELDS``: what an anonymous caller is shown of a machine."""
+    full = json.loads(sim.machine_json(m))
+    return json.dumps(
+        {k: full[k] for k in ANON_FIELDS} | {"resource_uri": full["resource_uri"]}
+    ).encode()
+
+
+def machines_power_parameters(sim: Simulator, req: Request) -> Any:
+    ids = set(req.all("id"))
+    return {
+        sid: dict(m.power_parameters) for sid, m in sim.machines.items() if not ids or sid in ids
+    }
+
+
+def machines_allocate(sim: Simulator, req: Request) -> Response:
+    """``AcquireNodeForm``: the cheapest (CPUs + memory/1024) Ready machine the caller may edit
+    that meets every constraint; ``agent_name`` and ``comment`` go with the acquisition."""
+    user = req.user
+    assert user is not None
+    form = Filter(sim, req.data, acquire=True).clean()
+    candidates = sorted(
+        (
+            (m.cpu_count + m.memory / 1024.0, n, m)
+            for n, m in enumerate(sim.machines[s] for s in sim.order if s in sim.machines)
+            if m.status == S.READY and has_perm(user, "edit", m) and form.matches(m)
+        ),
+        key=lambda item: item[:2],
+    )
+    if not candidates:
+        constraints = form.describe()
+        system_id = req.get("system_id")
+        if constraints == "":
+            message = "No machine available."
+        elif system_id is not None:
+            message = f"No machine with system ID {system_id} available."
+        else:
+            given = [(k, v) for k, v in req.data.items() if k != "op"]
+            message = (
+                f'No available machine matches constraints: {given} (resolved to "{constraints}")'
+            )
+        raise ApiError(409, message)
+    m = candidates[0][2]
+    if not (req.data.get("dry_run") and bool_field(req.data["dry_run"][0])):
+        sim.acquire(m, user, req.data.get("agent_name", [""])[0], req.get("comment") or "")
+    data = json.loads(sim.machine_json(m))
+    by_type: dict[str, Any] = {}
+    storage = form.storage_match(m) if form.storage is not None else {}
+    if storage:
+        by_type["storage"] = {}
+        for device, label in storage.items():
+            if label:
+                by_type["storage"].setdefault(label, []).append(device)
+    interfaces = form.interface_match(m) if form.interfaces is not None else {}
+    if interfaces:
+        by_type["interfaces"] = interfaces
+    if req.data.get("verbose") and bool_field(req.data["verbose"][0]):
+        by_type["verbose_storage"] = {m.system_id: storage} if storage else {}
+        by_type["verbose_interfaces"] = {m.system_id: interfaces} if interfaces else {}
+    data["constraints_by_type"] = by_type
+    return raw(json.dumps(data).encode())
+
+
+def machines_release(sim: Simulator, req: Request) -> Any:
+    """Bulk release (``machines=`` system ids, ``comment``): all or nothing, as MAAS checks
+    existence, then permission, then state before releasing any. Answers the released ids."""
+    user = req.user
+    assert user is not None
+    system_ids = list(dict.fromkeys(req.data.get("machines", [])))
+    unknown = [sid for sid in system_ids if sid not in sim.machines]
+    if unknown:
+        raise ApiError(400, f"Unknown machine(s): {', '.join(unknown)}.")
+    machines = [sim.machines[sid] for sid in system_ids]
+    denied = [m.system_id for m in machines if not has_perm(user, "edit", m)]
+    if denied:
+        raise ApiError(
+            403,
+            "You don't have the required permission to release the following machine(s): "
+            f"{', '.join(denied)}.",
+        )
+    failed = [
+        f"{m.system_id} ('{m.status.label}')"
+        for m in machines
+        if m.status != S.READY and m.status not in RELEASABLE
+    ]
+    if failed:
+        raise conflict(
+            f"Machine(s) cannot be released in their current state: {', '.join(failed)}."
+        )
+    released = []
+    comment = req.data.get("comment", [""])[0]
+    for m in sorted(machines, key=lambda m: sim.order.index(m.system_id)):
+        if m.status == S.READY:
+            continue
+        sim.release(m, user, {"erase": None, "comment": comment})
+        released.append(m.system_id)
+    return released
+
+
+def machine_read(sim: Simulator, req: Request) -> Response:
+    return raw(sim.machine_json(machine_or_404(sim, req)))
+
+
+def machine_update(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    if req.get("hostname"):
+        m.hostname = req.get("hostname") or m.hostname
+    if req.get("power_type") is not None:
+        m.power_type = req.get("power_type") or ""
+        m.power_parameters = {}
+    m.power_parameters.update(_power_params_from(req))
+    m.touch(sim.now())
+    return raw(sim.machine_json(m))
+
+
+def machine_delete(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    sim.start_op(m, "delete")
+    for iface in m.interfaces:
+        sim.net.clear_links(iface)  # its addresses go back to their subnets
+    del sim.machines[m.system_id]
+    return Response(204, b"", content_type="text/plain; charset=utf-8")
+
+
+def machine_commission(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    params: dict[str, Any] = {
+        k: req.flag(k) for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
+    }
+    params["testing_scripts"] = ",".join(req.all("testing_scripts"))
+    sim.commission(m, req.user, params)
+    return raw(sim.machine_json(m))
+
+
+def machine_test(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    testing.start(sim, m, req.user, {**req.query, **req.form})
+    return raw(sim.machine_json(m))
+
+
+def machine_deploy(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    series = (req.get("distro_series") or sim.config["default_distro_series"]).split("/")[-1]
+    available = {
+        b.name.split("/")[-1]
+        for b in sim.boot_resources
+        if b.architecture.split("/")[0] == m.architecture.split("/")[0]
+    }
+    if series not in {b.name.split("/")[-1] for b in sim.boot_resources}:
+        choices = ", ".join(f"'{b.name}'" for b in sim.boot_resources)
+        raise invalid(
+            {
+                "distro_series": [
+                    f"'{series}' is not a valid distro_series.  It should be one of: {choices}."
+                ]
+            }
+        )
+    if series not in available:
+        raise ApiError(
+            400, f"Deployment operating system ubuntu/{series} is unavailable for {m.architecture}."
+        )
+    user_data = req.get("user_data")
+    sim.deploy(
+        m,
+        req.user,
+        {
+            "distro_series": series,
+            "user_data": served_user_data(user_data.encode()) if user_data else None,
+            "hwe_kernel": req.get("hwe_kernel"),
+            "enable_hw_sync": req.flag("enable_hw_sync"),
+            "agent_name": req.data.get("agent_name", [""])[0],
+            "comment": req.get("comment"),
+        },
+    )
+    return raw(sim.machine_json(m))
+
+
+def served_user_data(stored: bytes) -> bytes:
+    """What the metadata server hands cloud-init for the ``user_data`` MAAS stored.
+
+    MAAS 3.5 stores the posted value as is and decodes it when it is base64 (strict, or once
+    line breaks and spaces are removed: python-libmaas sends ``base64.encodebytes``); any other
+    value is served unchanged. Nothing is refused at deploy time.
+    """
+    stripped = b"".join(stored.split())
+    for candidate in (stored, stripped):
+        try:
+            decoded = base64.b64decode(candidate, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if base64.b64encode(decoded) == candidate:
+            return decoded
+    return stored
+
+
+def machine_release(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    sim.release(
+        m,
+        req.user,
+        {
+            "erase": req.flag("erase") if req.get("erase") is not None else None,
+            "secure_erase": req.flag("secure_erase"),
+            "quick_erase": req.flag("quick_erase"),
+            "force": req.flag("force"),
+            "comment": req.get("comment"),
+        },
+    )
+    return raw(sim.machine_json(m))
+
+
+def machine_abort(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    sim.abort(m, req.user, req.get("comment") or "")
+    return raw(sim.machine_json(m))
+
+
+def machine_mark_broken(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    sim.mark_broken(m, req.user, req.get("comment") or req.get("error_description") or "")
+    return raw(sim.machine_json(m))
+
+
+def machine_mark_fixed(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    sim.mark_fixed(m, req.user, req.get("comment") or "")
+    return raw(sim.machine_json(m))
+
+
+def machine_lock(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    if m.locked:
+        raise conflict("Machine is already locked")
+    sim.lock_machine(m, req.user, req.get("comment") or "")
+    return raw(sim.machine_json(m))
+
+
+def machine_unlock(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    if not m.locked:
+        raise conflict("Machine is not locked")
+    sim.unlock_machine(m, req.user, req.get("comment") or "")
+    return raw(sim.machine_json(m))
+
+
+def machine_power_on(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    sim.power(m, req.user, on=True, comment=req.get("comment") or "")
+    return raw(sim.machine_json(m))
+
+
+def machine_power_off(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    if m.power_type == "manual":
+        return raw(b"null")
+    sim.power(m, req.user, on=False, comment=req.get("comment") or "")
+    return raw(sim.machine_json(m))
+
+
+def machine_query_power(sim: Simulator, req: Request) -> Any:
+    return {"state": sim.query_power(machine_or_404(sim, req))}
+
+
+def machine_power_parameters(sim: Simulator, req: Request) -> Any:
+    return dict(machine_or_404(sim, req).power_parameters)
+
+
+LAYOUT_PARAMS = ("boot_size", "root_size", "root_device", "vg_name", "lv_name", "lv_size")
+
+
+def machine_set_storage_layout(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    if m.status != S.READY:  # checked before the parameters, as MAAS does
+        raise conflict("Cannot change the storage layout on a machine that is not Ready.")
+    layout = req.get("storage_layout") or ""
+    if not layout:
+        raise invalid({"storage_layout": ["This field is required."]})
+    if layout not in LAYOUTS:
+        raise invalid_choice("storage_layout", layout, sorted(LAYOUTS))
+    params = {k: v[0] for k, v in req.data.items() if k in LAYOUT_PARAMS and v and v[0]}
+    root = params.get("root_device")
+    if root is not None:
+        ids = [str(d.id) for d in m.storage.physical]
+        if root not in ids:
+            raise invalid_choice("root_device", root, ids)
+    try:
+        sim.apply_layout(m, layout, params)
+    except LayoutFieldsError as exc:
+        raise invalid(exc.errors) from exc
+    except LayoutError as exc:
+        if str(exc) == "missing-boot-disk":
+            raise ApiError(
+                400, "Machine is missing a boot disk; no storage layout can be applied."
+            ) from exc
+        raise ApiError(400, f"Failed to configure storage layout '{layout}': {exc}") from exc
+    return raw(sim.machine_json(m))
+
+
+def _restorable(m: Machine, what: str) -> None:
+    if m.status not in (S.READY, S.FAILED_TESTING):
+        raise conflict(f"Machine must be in a ready or failed testing state to restore {what}")
+
+
+def machine_restore_networking(sim: Simulator, req: Request) -> Response:
+    """``restore_networking_configuration``: the NICs as commissioning saw them, then the
+    initial links (boot NIC AUTO, the others LINK_UP)."""
+    m = machine_or_404(sim, req)
+    _restorable(m, "networking configuration")
+    for iface in m.interfaces:
+        iface.restore()
+    sim.reset_networking(m)
+    return raw(sim.machine_json(m))
+
+
+def machine_restore_storage(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    _restorable(m, "storage configuration.")
+    sim.apply_layout(m, sim.config["default_storage_layout"])
+    return raw(sim.machine_json(m))
+
+
+def machine_restore_default(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    _restorable(m, "default networking and storage configuration.")
+    sim.apply_layout(m, sim.config["default_storage_layout"])
+    for iface in m.interfaces:
+        iface.restore()
+    sim.reset_networking(m)
+    return raw(sim.machine_json(m))
+
+
+def machine_details(sim: Simulator, req: Request) -> Response:
+    """``op=details``: BSON ``{"lshw": <XML>, "lldp": <XML>}`` from commissioning (null until
+    commissioning has run)."""
+    m = machine_or_404(sim, req)
+    known = m.cpu_count > 0
+    return Response(
+        200,
+        bson_binary_document(
+            {
+                "lshw": lshw_xml(m).encode() if known else None,
+                "lldp": LLDP_XML.encode() if known else None,
+            }
+        ),
+        content_type="application/bson",
+    )
+
+
+def bson_binary_document(fields: dict[str, bytes | None]) -> bytes:
+    """A BSON document of binary (generic subtype) or null values: all ``details`` needs."""
+    body = b""
+    for name, value in fields.items():
+        key = name.encode() + b"\x00"
+        if value is None:
+            body += b"\x0a" + key
+        else:
+            body += b"\x05" + key + struct.pack("<i", len(value)) + b"\x00" + value
+    return struct.pack("<i", len(body) + 5) + body + b"\x00"
+
+
+LLDP_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<lldp label="LLDP neighbors"/>\n'
+
+
+def lshw_xml(m: Machine) -> str:
+    disks = "".join(
+        f'<node id="disk" class="disk"><logicalname>/dev/{escape(d.name)}</logicalname>'
+        f"<product>{escape(d.model or '')}</product><serial>{escape(d.serial or '')}</serial>"
+        f'<size units="bytes">{d.size}</size></node>'
+        for d in m.storage.physical
+    )
+    nics = "".join(
+        f'<node id="network" class="network"><logicalname>{escape(i.name)}</logicalname>'
+        f"<serial>{escape(i.mac_address)}</serial></node>"
+        for i in m.interfaces
+    )
+    return (
+        '<?xml version="1.0" standalone="yes" ?>\n<list>\n'
+        f'<node id="{escape(m.hostname)}" class="system"><product>SYS-821GE-TNHR</product>'
+        f"<vendor>Supermicro</vendor><serial>{escape(m.hardware_uuid[-12:])}</serial>"
+        f'<node id="core" class="bus"><node id="cpu" class="processor">'
+        f"<product>Intel(R) Xeon(R) Platinum 8480+</product></node>"
+        f'<node id="memory" class="memory"><size units="bytes">{m.memory * 1024 * 1024}</size>'
+        f"</node>{disks}{nics}</node></node>\n</list>\n"
+    )
+
+
+def machine_set_annotations(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    if m.owner is None:
+        raise conflict("Cannot set workload annotation: it hasn't been acquired.")
+    for key, values in req.form.items():
+        if values and values[0]:
+            m.owner_data[key] = values[0]
+        else:
+            m.owner_data.pop(key, None)
+    m.touch(sim.now())
+    return raw(sim.machine_json(m))
+
+
+def machine_get_token(sim: Simulator, req: Request) -> Any:
+    m = machine_or_404(sim, req)
+    digest = hashlib.sha256(m.system_id.encode()).hexdigest()
+    return {"token_key": digest[:18], "token_secret": digest[18:50], "consumer_key": digest[50:64]}

@@ -1,0 +1,444 @@
+"""Identity and site handlers: version, users, account tokens, config, boot resources, tags,
+events, script results and the legacy ``commissioning-results/`` (MAAS 3.5's ``account.py``,
+``tags.py``, ``events.py``, ``results.py``, ``scriptresults.py``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+import string
+from typing import Any
+from urllib.parse import urlencode
+
+from maas_simulator.model import (
+    API_PREFIX,
+    LEVELS,
+    ApiError,
+    Simulator,
+    Token,
+    invalid,
+    iso_ms,
+)
+from maas_simulator.network import Tag
+from maas_simulator.wire import (
+    Request,
+    Response,
+    deleted,
+    int_param,
+    mandatory,
+    node_or_404,
+    raw,
+    user_json,
+)
+
+
+def version(sim: Simulator, req: Request) -> Any:
+    return {
+        "capabilities": [
+            "networks-management",
+            "static-ipaddresses",
+            "ipv6-deployment-ubuntu",
+            "devices-management",
+            "storage-deployment-ubuntu",
+            "network-deployment-ubuntu",
+            "bridging-interface-ubuntu",
+            "bridging-automatic-ubuntu",
+            "authenticate-api",
+        ],
+        "version": "3.5.10",
+        "subversion": "",
+    }
+
+
+def whoami(sim: Simulator, req: Request) -> Any:
+    assert req.user is not None
+    return user_json(req.user)
+
+
+def users_list(sim: Simulator, req: Request) -> Any:
+    return [user_json(u) for u in sim.users.values()]
+
+
+def list_tokens(sim: Simulator, req: Request) -> Response:
+    """``list_authorisation_tokens``: every token of the caller, as ``consumer:key:secret``."""
+    assert req.user is not None
+    tokens = [
+        {"name": t.name, "token": f"{t.consumer_key}:{t.token_key}:{t.token_secret}"}
+        for t in req.user.all_tokens()
+    ]
+    return Response(200, json.dumps(tokens, indent=4).encode())
+
+
+def _random_key(length: int) -> str:
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def create_token(sim: Simulator, req: Request) -> Response:
+    """``create_authorisation_token``: a new consumer (named ``name``, default "MAAS consumer")
+    and token; the answer is the only time the secret is shown."""
+    assert req.user is not None
+    name = req.data.get("name", [None])[0]
+    token = Token(_random_key(18), _random_key(18), _random_key(32), name or "MAAS consumer")
+    req.user.tokens.append(token)
+    body = {
+        "token_key": token.token_key,
+        "token_secret": token.token_secret,
+        "consumer_key": token.consumer_key,
+        "name": token.name,
+    }
+    return Response(200, json.dumps(body).encode())
+
+
+def delete_token(sim: Simulator, req: Request) -> Response:
+    """``delete_authorisation_token``: 204, or 404 for a key the caller does not hold. A
+    request signed with the deleted token is refused from then on."""
+    user = req.user
+    assert user is not None
+    key = mandatory(req, "token_key")
+    if key not in {t.token_key for t in user.all_tokens()}:
+        raise ApiError(404, "No Token matches the given query.")
+    user.deleted_keys.add(key)
+    user.tokens = [t for t in user.tokens if t.token_key != key]
+    return deleted()
+
+
+def update_token_name(sim: Simulator, req: Request) -> Response:
+    user = req.user
+    assert user is not None
+    given = mandatory(req, "token")
+    parts = given.split(":")
+    key = parts[1] if len(parts) == 3 else given
+    name = mandatory(req, "name")
+    token = next((t for t in user.all_tokens() if t.token_key == key), None)
+    if token is None:
+        raise ApiError(404, "No Token matches the given query.")
+    if token.token_key == user.token_key:
+        user.first_token_name = name
+    else:
+        token.name = name
+    return Response(202, b"Accepted", "text/plain; charset=utf-8")
+
+
+def get_config(sim: Simulator, req: Request) -> Any:
+    name = req.get("name")
+    if not name:
+        raise ApiError(400, "No provided name!")
+    if name not in sim.config:
+        valid = ", ".join(sorted(sim.config))
+        raise invalid(
+            {name: [f"{name} is not a valid config setting (valid settings are: {valid})."]}
+        )
+    return sim.config[name]
+
+
+def boot_resources(sim: Simulator, req: Request) -> Any:
+    return [
+        {
+            "id": b.id,
+            "type": b.type,
+            "name": b.name,
+            "architecture": b.architecture,
+            "resource_uri": f"{API_PREFIX}boot-resources/{b.id}/",
+            "last_deployed": None,
+        }
+        for b in sim.boot_resources
+    ]
+
+
+def boot_is_importing(sim: Simulator, req: Request) -> Any:
+    return False
+
+
+EVENT_URI_PARAMS = frozenset(
+    (
+        "agent_name",
+        "domain",
+        "hostname",
+        "id",
+        "level",
+        "limit",
+        "mac_address",
+        "op",
+        "zone",
+        "owner",
+    )
+)
+
+
+def events_query(sim: Simulator, req: Request) -> Any:
+    after = int_param(req, "after", None)
+    before = int_param(req, "before", None)
+    level = req.get("level") or "INFO"
+    limit = int_param(req, "limit", 100)
+    assert limit is not None
+    if limit > 1000:
+        raise ApiError(400, f"Requested number of events {limit} is greater than limit: 1000")
+    limit = max(limit, 1)
+    if level not in LEVELS:
+        raise ApiError(400, f"Unrecognised log level: {level}")
+    if before is not None and after is not None:
+        raise ApiError(
+            400, "There is undetermined behaviour when both `after` and `before` are specified."
+        )
+    ids, hostnames = set(req.all("id")), set(req.all("hostname"))
+    macs = {m.lower() for m in req.all("mac_address")}
+    if ids or hostnames or macs:
+        sids = {
+            m.system_id
+            for m in sim.machines.values()
+            if m.system_id in ids
+            or m.hostname in hostnames
+            or macs & {i.mac_address for i in m.interfaces}
+        }
+        pool = sorted(
+            (e for sid in sids for e in sim.events_by_node.get(sid, [])), key=lambda e: e.id
+        )
+    else:
+        pool = sim.events
+    minimum = LEVELS[level]
+    if level == "AUDIT":
+        selected = [e for e in pool if e.level == "AUDIT"]
+    else:
+        selected = [e for e in pool if LEVELS[e.level] >= minimum and e.level != "AUDIT"]
+    owner = req.get("owner")
+    if owner is not None:
+        selected = [e for e in selected if e.username == owner]
+    if after is not None:
+        chosen = [e for e in selected if e.id > after][:limit]
+    else:
+        if before is not None:
+            selected = [e for e in selected if e.id < before]
+        chosen = selected[-limit:]
+    chosen.reverse()  # always newest first
+    # MAAS rebuilds the page links from the request's own filters only (``all_params``:
+    # ``before``/``after`` are dropped, then the one that matters is set again).
+    base = [(k, x) for k, vs in req.query.items() if k in EVENT_URI_PARAMS for x in vs]
+
+    def uri(**extra: Any) -> str:
+        return f"{API_PREFIX}events/?{urlencode(base + list(extra.items()))}"
+
+    if chosen:
+        next_uri = uri(after=chosen[0].id)
+        prev_uri: str | None = uri(before=chosen[-1].id)
+    else:
+        # No newer events now (there may be later), or none older than ``before``.
+        next_uri = uri(after=before - 1) if before is not None else uri()
+        prev_uri = uri(before=after + 1) if after is not None else None
+    return {
+        "count": len(chosen),
+        "events": [e.as_json() for e in chosen],
+        "next_uri": next_uri,
+        "prev_uri": prev_uri,
+    }
+
+
+RESULT_TYPE_NAMES = {
+    "commissioning": 0,
+    "commission": 0,
+    "0": 0,
+    "installation": 1,
+    "install": 1,
+    "1": 1,
+    "testing": 2,
+    "test": 2,
+    "2": 2,
+    "release": 3,
+    "3": 3,
+}
+
+
+def results_list(sim: Simulator, req: Request) -> Any:
+    m = node_or_404(sim, req)
+    wanted = req.get("type")
+    if wanted is not None and wanted not in RESULT_TYPE_NAMES:
+        raise invalid({"type": [f"Unknown type: {wanted}"]})
+    include = req.get("include_output") is not None
+    return [
+        sim.script_set_json(m, ss, include)
+        for ss in m.script_sets
+        if wanted is None or ss.type == RESULT_TYPE_NAMES[wanted]
+    ]
+
+
+def results_read(sim: Simulator, req: Request) -> Any:
+    m = node_or_404(sim, req)
+    ref = req.params["id"]
+    current = {"current-commissioning": 0, "current-testing": 2, "current-installation": 1}
+    if ref in current:
+        sets = [s for s in m.script_sets if s.type == current[ref]]
+    elif ref.isdigit():
+        sets = [s for s in m.script_sets if s.id == int(ref)]
+    else:
+        raise ApiError(
+            400,
+            f'Unknown id "{ref}" must be current-commissioning, current-testing, '
+            "current-installation, or the id number of a specific result.",
+        )
+    if not sets:
+        raise ApiError(404, "No ScriptSet matches the given query.")
+    return sim.script_set_json(m, sets[-1], req.get("include_output") is not None)
+
+
+# -- tags -----------------------------------------------------------------------------------------
+
+TAG_NAME = re.compile(r"[\w-]+")
+
+
+def tag_json(tag: Tag) -> dict[str, Any]:
+    return {
+        "name": tag.name,
+        "definition": tag.definition,
+        "comment": tag.comment,
+        "kernel_opts": tag.kernel_opts,
+        "resource_uri": f"{API_PREFIX}tags/{tag.name}/",
+    }
+
+
+def _tag(sim: Simulator, req: Request, edit: bool = False) -> Tag:
+    """``get_tag_or_404``: editing needs an admin (403, empty body), then the tag must exist."""
+    assert req.user is not None
+    if edit and not req.user.is_superuser:
+        raise ApiError(403, "")
+    tag = sim.net.tags.get(req.params["name"])
+    if tag is None:
+        raise ApiError(404, "No Tag matches the given query.")
+    return tag
+
+
+def tags_list(sim: Simulator, req: Request) -> Any:
+    return [tag_json(t) for t in sorted(sim.net.tags.values(), key=lambda t: t.name)]
+
+
+def tag_create(sim: Simulator, req: Request) -> Any:
+    """``POST tags/`` (admin): ``name``, ``comment``, ``definition``, ``kernel_opts``. A
+    definition is stored but never evaluated: tags are given to machines with ``update_nodes``
+    or in the scenario."""
+    assert req.user is not None
+    if not req.user.is_superuser:
+        raise ApiError(403, "")
+    name = req.data.get("name", [""])[0].strip()  # Django's CharField strips
+    errors: dict[str, list[str]] = {}
+    if not name:
+        errors["name"] = ["This field is required."]
+    elif not TAG_NAME.fullmatch(name):
+        errors["name"] = ["Invalid character in the tag name."]
+    elif name in sim.net.tags:
+        errors["name"] = ["Tag with this Name already exists."]
+    if errors:
+        raise invalid(errors)
+    tag = Tag(
+        name,
+        comment=req.data.get("comment", [""])[0],
+        definition=req.data.get("definition", [""])[0],
+        kernel_opts=req.data.get("kernel_opts", [""])[0],
+    )
+    sim.net.tags[name] = tag
+    return tag_json(tag)
+
+
+def tag_read(sim: Simulator, req: Request) -> Any:
+    return tag_json(_tag(sim, req))
+
+
+def tag_delete(sim: Simulator, req: Request) -> Response:
+    tag = _tag(sim, req, edit=True)
+    del sim.net.tags[tag.name]
+    for node in sim.all_nodes():
+        if tag.name in node.tags:
+            node.tags.discard(tag.name)
+            node.touch(sim.now())
+    return deleted()
+
+
+def tag_machines(sim: Simulator, req: Request) -> Response:
+    """``op=machines`` (and ``op=nodes``): the tagged machines, full objects, by id."""
+    tag = _tag(sim, req)
+    chunks = [
+        sim.machine_json(sim.machines[sid])
+        for sid in sim.order
+        if sid in sim.machines and tag.name in sim.machines[sid].tags
+    ]
+    return raw(b"[" + b",".join(chunks) + b"]")
+
+
+def tag_devices(sim: Simulator, req: Request) -> Any:
+    from maas_simulator.api_network import device_json
+
+    tag = _tag(sim, req)
+    return [device_json(sim, d) for d in sim.devices.values() if tag.name in d.tags]
+
+
+def tag_no_nodes(sim: Simulator, req: Request) -> Any:
+    """``op=rack_controllers`` / ``op=region_controllers``: controllers are never tagged here."""
+    _tag(sim, req)
+    return []
+
+
+def tag_update_nodes(sim: Simulator, req: Request) -> Any:
+    """``op=update_nodes`` (admin): ``add=`` / ``remove=`` system ids; unknown ids are skipped
+    and not counted, as MAAS filters them out."""
+    assert req.user is not None
+    if not req.user.is_superuser:
+        raise ApiError(403, "")
+    tag = _tag(sim, req)
+    definition = req.data.get("definition", [None])[0]
+    if definition is not None and definition != tag.definition:
+        return Response(
+            409,
+            f"Definition supplied '{definition}' doesn't match current definition "
+            f"'{tag.definition}'".encode(),
+            "text/plain; charset=utf-8",
+        )
+    counts = {}
+    for param, add in (("add", True), ("remove", False)):
+        ids = set(req.data.get(param, []))
+        nodes = [n for sid in ids if (n := sim.machines.get(sid) or sim.devices.get(sid))]
+        for node in nodes:
+            if add:
+                node.tags.add(tag.name)
+            else:
+                node.tags.discard(tag.name)
+            node.touch(sim.now())
+        counts["added" if add else "removed"] = len(nodes)
+    return counts
+
+
+# -- legacy results -------------------------------------------------------------------------------
+
+
+def node_results(sim: Simulator, req: Request) -> Any:
+    """``commissioning-results/`` (= ``installation-results/``): one flat entry per finished
+    script of each node's current commissioning, installation and testing runs, filtered by
+    ``system_id``, ``name`` and ``result_type`` (query string only: a body on GET is ignored)."""
+    ids = req.query.get("system_id")
+    names = set(req.query["name"]) if req.query.get("name") else None
+    result_type = int_param(req, "result_type", None)
+    results = []
+    for sid in sim.order:
+        m = sim.machines.get(sid)
+        if m is None or (ids is not None and sid not in ids):
+            continue
+        for type_ in (0, 1, 2):
+            sets = [ss for ss in m.script_sets if ss.type == type_]
+            if not sets or (result_type is not None and type_ != result_type):
+                continue
+            for r in sets[-1].results:
+                if r.status not in (2, 3, 4, 5) or (names is not None and r.name not in names):
+                    continue
+                results.append(
+                    {
+                        "created": iso_ms(sets[-1].started),
+                        "updated": iso_ms(r.ended or sets[-1].started),
+                        "id": r.id,
+                        "name": r.name,
+                        "script_result": r.exit_status,
+                        "result_type": type_,
+                        "node": {"system_id": sid},
+                        "data": base64.b64encode(r.output).decode(),
+                        "resource_uri": f"{API_PREFIX}commissioning-scripts/",
+                    }
+                )
+    return results

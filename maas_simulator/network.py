@@ -1,0 +1,551 @@
+"""The simulated network model: fabrics, VLANs, spaces, subnets, static routes, domains, zones,
+pools, tags, and the interfaces and links of nodes (docs/simulator.md, "Networking").
+
+MAAS 3.5's shapes: a VLAN belongs to a fabric and optionally a space; a subnet to a VLAN; an
+interface is *on* a VLAN (``vlan: null`` means disconnected) and carries links (``auto``,
+``dhcp``, ``static``, ``link_up``), each a StaticIPAddress row whose ``ip_address`` is present
+only once an address is assigned. AUTO links get their address when a deployment starts and
+give it back at release; STATIC links without an address get one when linked.
+
+The site objects (fabrics, VLANs, spaces, subnets) are fixed once a scenario is loaded, so their
+JSON is built once and shared by every interface that shows them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any
+
+API_PREFIX = "/MAAS/api/2.0/"
+LINK_MODES = ("auto", "dhcp", "static", "link_up")
+SUBNET_SPECIFIERS = {"id", "cidr", "name", "ip", "fabric", "space", "vid", "vlan"}
+UNDEFINED_SPACE_DESCRIPTION = (
+    "Backward compatibility object to ensure objects not associated with a space can be found."
+)
+
+
+@dataclass
+class Fabric:
+    id: int
+    name: str
+    class_type: str | None = None
+    description: str = ""
+
+
+@dataclass
+class Space:
+    id: int
+    name: str
+    description: str = ""
+
+
+@dataclass
+class Vlan:
+    id: int
+    fabric_id: int
+    vid: int = 0
+    name: str = ""  # MAAS names the untagged VLAN "untagged", others after their vid
+    mtu: int = 1500
+    dhcp_on: bool = True
+    space: str | None = None  # space name; None shows as "undefined"
+    primary_rack: str | None = "rack01"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = "untagged" if self.vid == 0 else str(self.vid)
+
+
+class Subnet:
+    """A subnet and its address book (which addresses are taken)."""
+
+    def __init__(
+        self,
+        id: int,
+        name: str,
+        cidr: str,
+        vlan_id: int,
+        gateway_ip: str | None = None,
+        dns_servers: list[str] | None = None,
+        managed: bool = True,
+        description: str = "",
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.cidr = str(ipaddress.ip_network(cidr))
+        self.network = ipaddress.ip_network(cidr)
+        self.vlan_id = vlan_id
+        self.gateway_ip = gateway_ip
+        self.dns_servers = list(dns_servers or [])
+        self.managed = managed
+        self.description = description
+        if gateway_ip is not None and ipaddress.ip_address(gateway_ip) not in self.network:
+            raise ValueError(f"gateway_ip {gateway_ip} is not in subnet {cidr}")
+        self._taken: set[int] = set()
+        self._next = int(self.network.network_address) + 1
+        self._freed: list[int] = []
+        if gateway_ip:
+            self._taken.add(int(ipaddress.ip_address(gateway_ip)))
+
+    def contains(self, ip: str) -> bool:
+        return ipaddress.ip_address(ip) in self.network
+
+    def is_taken(self, ip: str) -> bool:
+        return int(ipaddress.ip_address(ip)) in self._taken
+
+    def take(self, ip: str) -> None:
+        self._taken.add(int(ipaddress.ip_address(ip)))
+
+    def allocate(self) -> str | None:
+        """The lowest free address (freed ones first); None when the subnet is exhausted."""
+        last = int(self.network.broadcast_address) - (1 if self.network.version == 4 else 0)
+        while self._freed:
+            n = heapq.heappop(self._freed)
+            if n not in self._taken:
+                self._taken.add(n)
+                return str(ipaddress.ip_address(n))
+        while self._next <= last:
+            n, self._next = self._next, self._next + 1
+            if n not in self._taken:
+                self._taken.add(n)
+                return str(ipaddress.ip_address(n))
+        return None
+
+    def release(self, ip: str) -> None:
+        n = int(ipaddress.ip_address(ip))
+        if n in self._taken:
+            self._taken.discard(n)
+            heapq.heappush(self._freed, n)
+
+
+@dataclass
+class StaticRoute:
+    id: int
+    source: int  # subnet id
+    destination: int  # subnet id
+    gateway_ip: str
+    metric: int = 0
+
+
+@dataclass
+class Domain:
+    id: int
+    name: str
+    ttl: int | None = None
+    authoritative: bool = True
+
+
+@dataclass
+class Zone:
+    id: int
+    name: str
+    description: str = ""
+
+
+@dataclass
+class Pool:
+    id: int
+    name: str
+    description: str = ""
+
+
+@dataclass
+class Tag:
+    name: str
+    comment: str = ""
+    definition: str = ""
+    kernel_opts: str = ""
+
+
+@dataclass
+class Link:
+    id: int
+    mode: str  # auto | dhcp | static | link_up
+    subnet_id: int | None
+    ip_address: str | None = None
+
+
+@dataclass
+class Interface:
+    """A physical NIC. ``cable_*`` is where its cable really goes (what commissioning finds);
+    ``vlan_id``, ``links`` and ``params`` are MAAS's configuration of it."""
+
+    id: int
+    name: str
+    mac_address: str
+    cable_vlan_id: int | None = None  # the VLAN the cable reaches; None: unknown network
+    cable_subnet_id: int | None = None  # the subnet it DHCPs/PXE boots on, if any
+    connected: bool = True  # carrier: False = no cable
+    vlan_id: int | None = None
+    links: list[Link] = field(default_factory=list)
+    enabled: bool = True
+    mtu: int | None = None  # params.mtu; the VLAN's MTU applies when unset
+    tags: list[str] = field(default_factory=list)
+    link_connected: bool = True
+    interface_speed: int = 100000
+    link_speed: int = 100000
+    numa_node: int = 0
+    vendor: str | None = "Mellanox Technologies"
+    product: str | None = "MT2892 Family [ConnectX-6 Dx]"
+    firmware_version: str | None = "22.36.1010"
+    commissioned: dict[str, Any] = field(default_factory=dict)  # restored by restore_*
+
+    def snapshot(self) -> None:
+        """What commissioning saw: restore_networking_configuration goes back to it."""
+        self.commissioned = {
+            "name": self.name,
+            "mac_address": self.mac_address,
+            "vlan_id": self.vlan_id,
+            "enabled": True,
+            "mtu": None,
+            "tags": [],
+            "link_connected": self.link_connected,
+            "interface_speed": self.interface_speed,
+            "link_speed": self.link_speed,
+        }
+
+    def restore(self) -> None:
+        for key, value in self.commissioned.items():
+            setattr(self, key, list(value) if isinstance(value, list) else value)
+
+
+class Network:
+    """Fabrics, VLANs, spaces, subnets, routes, domains, zones, pools and tags of one region."""
+
+    def __init__(self) -> None:
+        self.fabrics: dict[int, Fabric] = {}
+        self.vlans: dict[int, Vlan] = {}
+        self.spaces: dict[int, Space] = {}
+        self.subnets: dict[int, Subnet] = {}
+        self.routes: dict[int, StaticRoute] = {}
+        self.domains: dict[int, Domain] = {0: Domain(0, "maas")}
+        self.zones: dict[int, Zone] = {1: Zone(1, "default")}
+        self.pools: dict[int, Pool] = {0: Pool(0, "default", "Default pool")}
+        self.tags: dict[str, Tag] = {}
+        self._vlan_json: dict[int, dict[str, Any]] = {}
+        self._subnet_json: dict[int, dict[str, Any]] = {}
+        self._next_fabric = 1
+        self._next_vlan = 5001
+
+    # -- building ---------------------------------------------------------------------------
+    def add_fabric(self, id: int | None = None, name: str = "", **kw: Any) -> Fabric:
+        fid = id if id is not None else max([self._next_fabric - 1, *self.fabrics]) + 1
+        if fid in self.fabrics:
+            raise ValueError(f"duplicate fabric id {fid}")
+        fabric = Fabric(fid, name or f"fabric-{fid}", **kw)
+        self.fabrics[fid] = fabric
+        self._next_fabric = max(self._next_fabric, fid + 1)
+        return fabric
+
+    def add_vlan(self, id: int | None = None, **kw: Any) -> Vlan:
+        vid_ = id if id is not None else max([self._next_vlan - 1, *self.vlans]) + 1
+        if vid_ in self.vlans:
+            raise ValueError(f"duplicate VLAN id {vid_}")
+        vlan = Vlan(vid_, **kw)
+        if vlan.fabric_id not in self.fabrics:
+            raise ValueError(f"VLAN {vid_}: unknown fabric {vlan.fabric_id}")
+        if vlan.space is not None and vlan.space not in {s.name for s in self.spaces.values()}:
+            raise ValueError(f"VLAN {vid_}: unknown space {vlan.space!r}")
+        if any(v.fabric_id == vlan.fabric_id and v.vid == vlan.vid for v in self.vlans.values()):
+            raise ValueError(f"VLAN {vid_}: fabric {vlan.fabric_id} already has vid {vlan.vid}")
+        self.vlans[vid_] = vlan
+        self._next_vlan = max(self._next_vlan, vid_ + 1)
+        self._vlan_json.clear()
+        self._subnet_json.clear()
+        return vlan
+
+    def new_fabric_with_vlan(self) -> Vlan:
+        """MAAS's answer to a connected NIC on a network it knows nothing about."""
+        return self.add_vlan(fabric_id=self.add_fabric().id)
+
+    def add_subnet(self, subnet: Subnet) -> None:
+        if subnet.id in self.subnets:
+            raise ValueError(f"duplicate subnet id {subnet.id}")
+        if subnet.vlan_id not in self.vlans:
+            raise ValueError(f"subnet {subnet.cidr}: unknown VLAN {subnet.vlan_id}")
+        for other in self.subnets.values():
+            if other.network.overlaps(subnet.network):
+                raise ValueError(f"subnet {subnet.cidr} overlaps {other.cidr}")
+        self.subnets[subnet.id] = subnet
+        self._subnet_json.clear()
+
+    def default_vlan(self, fabric_id: int) -> Vlan:
+        return min(
+            (v for v in self.vlans.values() if v.fabric_id == fabric_id), key=lambda v: v.vid
+        )
+
+    # -- lookups ----------------------------------------------------------------------------
+    def subnets_by_specifier(self, spec: str) -> list[Subnet]:
+        """``Subnet.objects.filter_by_specifiers`` for one specifier: ``id:``, ``cidr:``,
+        ``name:``, ``ip:``, ``fabric:``, ``space:``, ``vid:``, ``vlan:``, or a bare value (an
+        id if it is a number, a CIDR if it parses as one, else a name)."""
+        kind, sep, value = spec.partition(":")
+        if not sep or kind not in SUBNET_SPECIFIERS:
+            kind, value = "", spec
+        found = []
+        for s in sorted(self.subnets.values(), key=lambda s: s.id):
+            vlan = self.vlans[s.vlan_id]
+            fabric = self.fabrics[vlan.fabric_id]
+            if kind == "":
+                if value.isdigit():
+                    hit = s.id == int(value)
+                elif _as_network(value) is not None:
+                    hit = _as_network(value) == s.network
+                else:
+                    hit = value == s.name
+            elif kind == "id":
+                hit = value.isdigit() and s.id == int(value)
+            elif kind == "cidr":
+                hit = _as_network(value) == s.network
+            elif kind == "name":
+                hit = value == s.name
+            elif kind == "ip":
+                hit = _is_ip(value) and s.contains(value)
+            elif kind == "fabric":
+                hit = value in (str(fabric.id), fabric.name)
+            elif kind == "space":
+                hit = (vlan.space or "undefined") == value or any(
+                    sp.name == vlan.space and str(sp.id) == value for sp in self.spaces.values()
+                )
+            elif kind == "vid":
+                hit = value.isdigit() and vlan.vid == int(value)
+            else:  # vlan
+                hit = value == str(vlan.id)
+            if hit:
+                found.append(s)
+        return found
+
+    def subnet_by_ref(self, ref: str, within: set[int] | None = None) -> Subnet | None:
+        """One subnet by id or specifier, among ``within`` (ids) if given."""
+        for s in self.subnets_by_specifier(ref):
+            if within is None or s.id in within:
+                return s
+        return None
+
+    def space_of_subnet(self, subnet: Subnet) -> str | None:
+        return self.vlans[subnet.vlan_id].space
+
+    # -- JSON -------------------------------------------------------------------------------
+    def vlan_json(self, vlan_id: int) -> dict[str, Any]:
+        cached = self._vlan_json.get(vlan_id)
+        if cached is None:
+            v = self.vlans[vlan_id]
+            cached = {
+                "id": v.id,
+                "name": v.name,
+                "vid": v.vid,
+                "fabric": self.fabrics[v.fabric_id].name,
+                "fabric_id": v.fabric_id,
+                "mtu": v.mtu,
+                "primary_rack": v.primary_rack,
+                "secondary_rack": None,
+                "dhcp_on": v.dhcp_on,
+                "external_dhcp": None,
+                "relay_vlan": None,
+                "space": v.space or "undefined",
+                "resource_uri": f"{API_PREFIX}vlans/{v.id}/",
+            }
+            self._vlan_json[vlan_id] = cached
+        return cached
+
+    def subnet_json(self, subnet_id: int) -> dict[str, Any]:
+        cached = self._subnet_json.get(subnet_id)
+        if cached is None:
+            s = self.subnets[subnet_id]
+            cached = {
+                "id": s.id,
+                "name": s.name,
+                "description": s.description,
+                "vlan": self.vlan_json(s.vlan_id),
+                "space": self.vlans[s.vlan_id].space or "undefined",
+                "cidr": s.cidr,
+                "gateway_ip": s.gateway_ip,
+                "dns_servers": list(s.dns_servers),
+                "rdns_mode": 2,
+                "active_discovery": False,
+                "allow_dns": True,
+                "allow_proxy": True,
+                "managed": s.managed,
+                "disabled_boot_architectures": [],
+                "resource_uri": f"{API_PREFIX}subnets/{s.id}/",
+            }
+            self._subnet_json[subnet_id] = cached
+        return cached
+
+    def fabric_json(self, fabric: Fabric) -> dict[str, Any]:
+        return {
+            "id": fabric.id,
+            "name": fabric.name,
+            "class_type": fabric.class_type,
+            "vlans": [
+                self.vlan_json(v.id)
+                for v in sorted(self.vlans.values(), key=lambda v: v.id)
+                if v.fabric_id == fabric.id
+            ],
+            "resource_uri": f"{API_PREFIX}fabrics/{fabric.id}/",
+        }
+
+    def space_json(self, space: Space | None) -> dict[str, Any]:
+        """A space; ``None`` is MAAS's "undefined" space (VLANs in no space)."""
+        name = space.name if space else None
+        vlans = sorted((v for v in self.vlans.values() if v.space == name), key=lambda v: v.id)
+        vlan_ids = {v.id for v in vlans}
+        return {
+            "resource_uri": f"{API_PREFIX}spaces/{space.id if space else 'undefined'}/",
+            "id": space.id if space else -1,
+            "name": name or "undefined",
+            "vlans": [self.vlan_json(v.id) for v in vlans],
+            "subnets": [
+                self.subnet_json(s.id)
+                for s in sorted(self.subnets.values(), key=lambda s: s.id)
+                if s.vlan_id in vlan_ids
+            ],
+            "description": space.description if space else UNDEFINED_SPACE_DESCRIPTION,
+        }
+
+    def has_undefined_space(self) -> bool:
+        return any(v.space is None for v in self.vlans.values())
+
+    def route_json(self, route: StaticRoute) -> dict[str, Any]:
+        return {
+            "id": route.id,
+            "source": self.subnet_json(route.source),
+            "destination": self.subnet_json(route.destination),
+            "gateway_ip": route.gateway_ip,
+            "metric": route.metric,
+            "resource_uri": f"{API_PREFIX}static-routes/{route.id}/",
+        }
+
+    def domain_json(self, domain: Domain, records: int = 0) -> dict[str, Any]:
+        return {
+            "authoritative": domain.authoritative,
+            "ttl": domain.ttl,
+            "id": domain.id,
+            "name": domain.name,
+            "is_default": domain.id == 0,
+            "resource_record_count": records,
+            "resource_uri": f"{API_PREFIX}domains/{domain.id}/",
+        }
+
+    def zone_json(self, zone: Zone) -> dict[str, Any]:
+        return {
+            "name": zone.name,
+            "description": zone.description,
+            "id": zone.id,
+            "resource_uri": f"{API_PREFIX}zones/{zone.name}/",
+        }
+
+    def pool_json(self, pool: Pool) -> dict[str, Any]:
+        return {
+            "name": pool.name,
+            "description": pool.description,
+            "id": pool.id,
+            "resource_uri": f"{API_PREFIX}resourcepool/{pool.id}/",
+        }
+
+    def zone_named(self, name: str) -> Zone | None:
+        return next((z for z in self.zones.values() if z.name == name), None)
+
+    def pool_named(self, name: str) -> Pool | None:
+        return next((p for p in self.pools.values() if p.name == name), None)
+
+    # -- interfaces -------------------------------------------------------------------------
+    def link_json(self, link: Link) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": link.id, "mode": link.mode}
+        if link.subnet_id is not None and link.subnet_id in self.subnets:
+            data["subnet"] = self.subnet_json(link.subnet_id)
+        if link.ip_address:
+            data["ip_address"] = link.ip_address
+        return data
+
+    def interface_json(self, system_id: str, iface: Interface) -> dict[str, Any]:
+        vlan = self.vlan_json(iface.vlan_id) if iface.vlan_id is not None else None
+        return {
+            "system_id": system_id,
+            "id": iface.id,
+            "name": iface.name,
+            "type": "physical",
+            "vlan": vlan,
+            "mac_address": iface.mac_address,
+            "parents": [],
+            "children": [],
+            "tags": list(iface.tags),
+            "enabled": iface.enabled,
+            "links": [self.link_json(link) for link in iface.links],
+            "params": {"mtu": iface.mtu} if iface.mtu is not None else "",
+            "discovered": None,
+            "effective_mtu": iface.mtu or (vlan["mtu"] if vlan else 1500),
+            "vendor": iface.vendor,
+            "product": iface.product,
+            "firmware_version": iface.firmware_version,
+            "link_connected": iface.link_connected,
+            "interface_speed": iface.interface_speed,
+            "link_speed": iface.link_speed if iface.link_connected else 0,
+            "numa_node": iface.numa_node,
+            "sriov_max_vf": 0,
+            "resource_uri": f"{API_PREFIX}nodes/{system_id}/interfaces/{iface.id}/",
+        }
+
+    def release_ip(self, link: Link) -> None:
+        if link.ip_address and link.subnet_id in self.subnets:
+            self.subnets[link.subnet_id].release(link.ip_address)
+        link.ip_address = None
+
+    def clear_links(self, iface: Interface) -> None:
+        for link in iface.links:
+            self.release_ip(link)
+        iface.links = []
+
+    def ensure_link_up(self, iface: Interface, new_id: Any) -> None:
+        """``Interface.ensure_link_up``: a connected NIC without links gets a LINK_UP link."""
+        if not iface.links and iface.vlan_id is not None:
+            iface.links = [Link(new_id(), "link_up", None)]
+
+    def default_gateways(self, interfaces: list[Interface], boot_id: int | None) -> dict[str, Any]:
+        """``Node.get_default_gateways`` without an explicit gateway link: the best AUTO or
+        STATIC link on a subnet with a gateway (DHCP-serving VLANs first, the boot NIC first,
+        STATIC before AUTO)."""
+        best: tuple[Any, ...] | None = None
+        for iface in interfaces:
+            for link in iface.links:
+                subnet = self.subnets.get(link.subnet_id or -1)
+                if link.mode not in ("auto", "static") or subnet is None or not subnet.gateway_ip:
+                    continue
+                key = (
+                    not self.vlans[subnet.vlan_id].dhcp_on,
+                    iface.id != boot_id,
+                    link.mode != "static",
+                    link.id,
+                )
+                if best is None or key < best[0]:
+                    best = (key, subnet.gateway_ip)
+        return {
+            "ipv4": {"gateway_ip": best[1] if best else None, "link_id": None},
+            "ipv6": {"gateway_ip": None, "link_id": None},
+        }
+
+
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _as_network(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    try:
+        return ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return None
+
+
+def human_bytes(n: float) -> str:
+    """``human_readable_bytes``: SI units, one decimal."""
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"):
+        if abs(n) < 1000.0 or unit == "YB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    raise AssertionError("unreachable")

@@ -1,0 +1,402 @@
+"""Scenario files (YAML or JSON): users, the network (fabrics, spaces, VLANs, subnets, static
+routes), domains, zones, pools, tags, boot resources, machines (with their disks, NICs and tags),
+devices and faults (docs/simulator.md, "Scenario files")."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from maas_domain.maas.status import NodeStatus
+from maas_simulator.faults import RequestFault
+from maas_simulator.model import (
+    BootResource,
+    Device,
+    Hardware,
+    MachineFaults,
+    Simulator,
+    User,
+)
+from maas_simulator.network import Domain, Link, Pool, Space, StaticRoute, Subnet, Tag, Zone
+from maas_simulator.storage import LAYOUTS
+
+DEFAULT_SUBNETS: list[dict[str, Any]] = [
+    {
+        "id": 1,
+        "name": "pxe",
+        "cidr": "10.20.0.0/16",
+        "vlan_id": 5001,
+        "fabric_id": 1,
+        "gateway_ip": "10.20.0.1",
+    },
+    {
+        "id": 2,
+        "name": "storage",
+        "cidr": "10.30.0.0/24",
+        "vlan_id": 5002,
+        "fabric_id": 2,
+        "gateway_ip": None,
+    },
+]
+DEFAULT_BOOT_RESOURCES = [
+    {"name": "ubuntu/jammy", "architecture": "amd64/ga-22.04"},
+    {"name": "ubuntu/noble", "architecture": "amd64/ga-24.04"},
+    {"name": "ubuntu/jammy", "architecture": "arm64/ga-22.04"},
+]
+MACHINE_FIELDS = {
+    "hostname",
+    "status",
+    "power_type",
+    "power_address",
+    "power_parameters",
+    "architecture",
+    "mac_addresses",
+    "interfaces",
+    "faults",
+    "system_id",
+    "cpu_count",
+    "memory",
+    "disks",
+    "tags",
+    "zone",
+    "pool",
+    "owner",
+    "agent_name",
+    "storage_layout",
+}
+INTERFACE_FIELDS = {"name", "mac_address", "subnet", "vlan", "connected", "speed"}
+DISK_FIELDS = {
+    "name",
+    "size",
+    "block_size",
+    "model",
+    "serial",
+    "id_path",
+    "firmware_version",
+    "tags",
+    "numa_node",
+}
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    text = Path(path).read_text()
+    data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"scenario {path} must be a mapping")
+    return data
+
+
+def _check_keys(spec: Any, known: set[str], what: str) -> None:
+    if not isinstance(spec, dict):
+        raise ValueError(f"each {what} must be a mapping, not {spec!r}")
+    unknown = set(spec) - known
+    if unknown:
+        raise ValueError(f"unknown {what} fields: {sorted(unknown)}")
+
+
+def _status(name: str) -> NodeStatus:
+    try:
+        return NodeStatus[str(name).upper()]
+    except KeyError as exc:
+        raise ValueError(f"unknown machine status {name!r}") from exc
+
+
+def _disks(specs: list[dict[str, Any]], hostname: str) -> list[dict[str, Any]]:
+    names = set()
+    for spec in specs:
+        _check_keys(spec, DISK_FIELDS, "disk")
+        if "name" not in spec or "size" not in spec:
+            raise ValueError(f"machine {hostname!r}: each disk needs a name and a size")
+        if spec["name"] in names:
+            raise ValueError(f"machine {hostname!r}: two disks named {spec['name']!r}")
+        names.add(spec["name"])
+        if int(spec["size"]) <= 0:
+            raise ValueError(f"machine {hostname!r}: disk {spec['name']!r} has no size")
+    return [dict(s) for s in specs]
+
+
+def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
+    """Add machines from scenario entries; returns their system ids."""
+    added = []
+    taken = {m.hostname for m in sim.machines.values()}
+    for spec in specs:
+        _check_keys(spec, MACHINE_FIELDS, "machine")
+        spec = dict(spec)
+        hostname = spec.get("hostname")
+        if hostname and not sim.allow_duplicate_hostnames and hostname in taken:
+            raise ValueError(
+                f"duplicate hostname {hostname!r} (set config.allow_duplicate_hostnames)"
+            )
+        for iface in spec.get("interfaces") or []:
+            _check_keys(iface, INTERFACE_FIELDS, "interface")
+        tags = set(spec.get("tags") or [])
+        unknown_tags = tags - set(sim.net.tags)
+        if unknown_tags:
+            raise ValueError(f"machine {hostname!r}: unknown tags {sorted(unknown_tags)}")
+        zone, pool = spec.get("zone", "default"), spec.get("pool", "default")
+        if sim.net.zone_named(zone) is None:
+            raise ValueError(f"machine {hostname!r}: unknown zone {zone!r}")
+        if sim.net.pool_named(pool) is None:
+            raise ValueError(f"machine {hostname!r}: unknown pool {pool!r}")
+        owner = spec.get("owner")
+        if owner is not None and owner not in sim.users:
+            raise ValueError(f"machine {hostname!r}: unknown owner {owner!r}")
+        layout = spec.get("storage_layout")
+        if layout is not None and layout not in ("flat", "lvm", "blank"):
+            raise ValueError(
+                f"machine {hostname!r}: storage_layout must be flat, lvm or blank "
+                f"(the simulated ones of {sorted(LAYOUTS)})"
+            )
+        power = dict(spec.get("power_parameters") or {})
+        if "power_address" in spec:
+            power.setdefault("power_address", spec["power_address"])
+            power.setdefault("power_driver", "LAN_2_0")
+        hardware = Hardware(
+            cpu_count=int(spec.get("cpu_count", 128)),
+            memory=int(spec.get("memory", 2 * 1024 * 1024)),
+            disks=_disks(spec["disks"], str(hostname)) if "disks" in spec else None,
+        )
+        m = sim.add_machine(
+            hostname=hostname,
+            status=_status(spec.get("status", "new")),
+            power_type=spec.get("power_type", "ipmi"),
+            power_parameters=power,
+            mac_addresses=spec.get("mac_addresses"),
+            interfaces=spec.get("interfaces"),
+            architecture=spec.get("architecture", "amd64/generic"),
+            faults=MachineFaults.from_dict(spec.get("faults") or {}),
+            system_id=spec.get("system_id"),
+            hardware=hardware,
+            tags=tags,
+            zone=zone,
+            pool=pool,
+            owner=owner,
+            agent_name=str(spec.get("agent_name", "")),
+            storage_layout=layout,
+        )
+        taken.add(m.hostname)
+        added.append(m.system_id)
+    return added
+
+
+def generate(
+    sim: Simulator,
+    *,
+    count: int,
+    status: str = "ready",
+    prefix: str = "gen",
+    ipmi_network: str = "10.200.0.0/16",
+) -> None:
+    hosts = ipaddress.ip_network(ipmi_network).hosts()
+    add_machines(
+        sim,
+        [
+            {"hostname": f"{prefix}{i:05d}", "status": status, "power_address": str(next(hosts))}
+            for i in range(count)
+        ],
+    )
+
+
+def load_network(sim: Simulator, data: dict[str, Any]) -> None:
+    """Spaces, fabrics, VLANs, subnets and routes. A subnet may name a ``vlan_id`` that is not
+    listed under ``vlans``: an untagged VLAN of that id is created on ``fabric_id`` (a new
+    fabric if that is not listed either), as the short form of earlier scenarios."""
+    net = sim.net
+    for spec in data.get("spaces") or []:
+        _check_keys(spec, {"id", "name", "description"}, "space")
+        net.spaces[int(spec["id"])] = Space(
+            int(spec["id"]), spec["name"], spec.get("description", "")
+        )
+    for spec in data.get("fabrics") or []:
+        _check_keys(spec, {"id", "name", "class_type", "description"}, "fabric")
+        net.add_fabric(**spec)
+    for spec in data.get("vlans") or []:
+        _check_keys(
+            spec,
+            {"id", "vid", "name", "fabric_id", "mtu", "dhcp_on", "space", "description"},
+            "VLAN",
+        )
+        if not 0 <= int(spec.get("vid", 0)) <= 4094:
+            raise ValueError(f"VLAN {spec.get('id')}: vid must be 0-4094")
+        net.add_vlan(**spec)
+    subnet_specs: list[dict[str, Any]] = data.get("subnets") or DEFAULT_SUBNETS
+    for spec in subnet_specs:
+        _check_keys(
+            spec,
+            {
+                "id",
+                "name",
+                "cidr",
+                "vlan_id",
+                "fabric_id",
+                "gateway_ip",
+                "dns_servers",
+                "managed",
+                "description",
+            },
+            "subnet",
+        )
+        spec = dict(spec)
+        fabric_id = spec.pop("fabric_id", None)
+        vlan_id = spec.get("vlan_id")
+        if vlan_id is None:
+            raise ValueError(f"subnet {spec.get('cidr')}: vlan_id is required")
+        if vlan_id not in net.vlans:
+            fabric_id = fabric_id if fabric_id is not None else max([0, *net.fabrics]) + 1
+            if fabric_id not in net.fabrics:
+                net.add_fabric(fabric_id)
+            net.add_vlan(vlan_id, fabric_id=fabric_id)
+        elif fabric_id is not None and net.vlans[vlan_id].fabric_id != fabric_id:
+            raise ValueError(
+                f"subnet {spec.get('cidr')}: VLAN {vlan_id} is not on fabric {fabric_id}"
+            )
+        net.add_subnet(Subnet(**spec))
+    for i, spec in enumerate(data.get("static_routes") or [], start=1):
+        _check_keys(spec, {"id", "source", "destination", "gateway_ip", "metric"}, "static route")
+        route = StaticRoute(
+            int(spec.get("id", i)),
+            int(spec["source"]),
+            int(spec["destination"]),
+            str(spec["gateway_ip"]),
+            int(spec.get("metric", 0)),
+        )
+        for end in (route.source, route.destination):
+            if end not in net.subnets:
+                raise ValueError(f"static route {route.id}: unknown subnet {end}")
+        if not net.subnets[route.source].contains(route.gateway_ip):
+            raise ValueError(
+                f"static route {route.id}: gateway {route.gateway_ip} is not on its source subnet"
+            )
+        net.routes[route.id] = route
+    for i, spec in enumerate(data.get("domains") or [], start=1):
+        _check_keys(spec, {"name", "ttl", "authoritative"}, "domain")
+        net.domains[i] = Domain(
+            i, spec["name"], spec.get("ttl"), bool(spec.get("authoritative", True))
+        )
+    for i, spec in enumerate(data.get("zones") or [], start=2):
+        _check_keys(spec, {"name", "description"}, "zone")
+        net.zones[i] = Zone(i, spec["name"], spec.get("description", ""))
+    for i, spec in enumerate(data.get("pools") or [], start=1):
+        _check_keys(spec, {"name", "description"}, "pool")
+        net.pools[i] = Pool(i, spec["name"], spec.get("description", ""))
+    for spec in data.get("tags") or []:
+        _check_keys(spec, {"name", "comment", "definition", "kernel_opts"}, "tag")
+        net.tags[spec["name"]] = Tag(**spec)
+    setup_rack(sim)
+
+
+def setup_rack(sim: Simulator) -> None:
+    """The rack controller: one NIC per VLAN that has subnets, with a static address on each."""
+    rack = sim.rack
+    rack.interfaces = []
+    for n, vlan in enumerate(sorted(sim.net.vlans.values(), key=lambda v: v.id)):
+        subnets = [s for s in sim.subnets.values() if s.vlan_id == vlan.id]
+        if not subnets:
+            continue
+        sim._add_interfaces(
+            rack,
+            [{"name": f"eth{n}", "mac_address": f"52:54:00:ff:00:{n:02x}", "vlan": vlan.id}],
+        )
+        iface = rack.interfaces[-1]
+        iface.vlan_id = vlan.id
+        iface.vendor, iface.product, iface.firmware_version = "Intel Corporation", "I350", None
+        for s in subnets:
+            iface.links.append(Link(sim.new_id(), "static", s.id, s.allocate()))
+
+
+def add_devices(sim: Simulator, specs: list[dict[str, Any]]) -> None:
+    for spec in specs:
+        _check_keys(
+            spec,
+            {"hostname", "mac_addresses", "ip_address", "subnet", "tags", "system_id", "owner"},
+            "device",
+        )
+        sid = spec.get("system_id") or sim.new_system_id()
+        device = Device(
+            sid, spec["hostname"], owner=spec.get("owner"), tags=set(spec.get("tags") or [])
+        )
+        subnet_id = spec.get("subnet")
+        if subnet_id is not None and subnet_id not in sim.subnets:
+            raise ValueError(f"device {spec['hostname']!r}: unknown subnet {subnet_id}")
+        sim._add_interfaces(
+            device,
+            [
+                {
+                    "name": f"eth{i}",
+                    "mac_address": mac,
+                    **({"subnet": subnet_id} if subnet_id and i == 0 else {}),
+                }
+                for i, mac in enumerate(spec.get("mac_addresses") or [])
+            ],
+        )
+        for iface in device.interfaces:
+            iface.vlan_id = iface.cable_vlan_id
+            iface.vendor = iface.product = iface.firmware_version = None
+        if subnet_id is not None and device.interfaces:
+            subnet = sim.subnets[subnet_id]
+            ip = spec.get("ip_address")
+            if ip is not None and (not subnet.contains(ip) or subnet.is_taken(ip)):
+                raise ValueError(f"device {spec['hostname']!r}: {ip} is not free on {subnet.cidr}")
+            if ip is not None:
+                subnet.take(ip)
+            device.interfaces[0].links = [
+                Link(sim.new_id(), "static", subnet_id, ip or subnet.allocate())
+            ]
+        sim.devices[sid] = device
+
+
+def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) -> list[RequestFault]:
+    """Populate ``sim`` from scenario data; returns the request faults it names."""
+    known = {
+        "users",
+        "fabrics",
+        "spaces",
+        "vlans",
+        "subnets",
+        "static_routes",
+        "domains",
+        "zones",
+        "pools",
+        "tags",
+        "boot_resources",
+        "machines",
+        "devices",
+        "generate",
+        "request_faults",
+        "config",
+    }
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"unknown scenario keys: {sorted(unknown)}")
+    users = data.get("users") or []
+    if api_key:
+        users = [{"username": "admin", "is_superuser": True, "api_key": api_key}, *users]
+    for u in users:
+        _check_keys(u, {"username", "is_superuser", "api_key", "email"}, "user")
+        parts = str(u["api_key"]).split(":")
+        if len(parts) != 3:
+            raise ValueError(f"api_key of {u['username']!r} must be consumer:token:secret")
+        ck, tk, ts = parts
+        sim.users[u["username"]] = User(
+            u["username"], bool(u.get("is_superuser")), ck, tk, ts, email=u.get("email", "")
+        )
+    load_network(sim, data)
+    for i, b in enumerate(data.get("boot_resources") or DEFAULT_BOOT_RESOURCES, start=1):
+        _check_keys(b, {"name", "architecture", "type"}, "boot resource")
+        sim.boot_resources.append(BootResource(id=i, **b))
+    config = dict(data.get("config") or {})
+    sim.allow_duplicate_hostnames = bool(config.pop("allow_duplicate_hostnames", False))
+    _check_keys(config, set(sim.config), "config")
+    if config.get("default_storage_layout", "flat") not in ("flat", "lvm", "blank"):
+        raise ValueError("config.default_storage_layout must be flat, lvm or blank")
+    sim.config.update(config)
+    add_machines(sim, data.get("machines") or [])
+    add_devices(sim, data.get("devices") or [])
+    if data.get("generate"):
+        _check_keys(data["generate"], {"count", "status", "prefix", "ipmi_network"}, "generate")
+        generate(sim, **data["generate"])
+    return [RequestFault.from_dict(f) for f in data.get("request_faults") or []]

@@ -1,0 +1,326 @@
+"""The MAAS REST API 2.0 wire format: requests, responses, resources, form parsing, OAuth and
+the permission rules every handler module shares (docs/maas-api.md §1.3, §2, §3.4, §11).
+
+A resource is a path template with actions ``(name, method, op)``; the same table routes requests
+and produces the ``describe/`` document real clients (python-libmaas) build themselves from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.parser import BytesParser
+from email.policy import HTTP
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from maas_domain.maas.status import NodeStatus
+from maas_simulator.model import (
+    API_PREFIX,
+    ApiError,
+    Machine,
+    Node,
+    Simulator,
+    Token,
+    User,
+    invalid,
+)
+
+S = NodeStatus
+TRUE = {"1", "true", "yes", "on"}
+FALSE = {"0", "false", "no", "off", ""}
+MAC = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$", re.IGNORECASE)
+OAUTH_PARAMS = (
+    "oauth_consumer_key",
+    "oauth_token",
+    "oauth_signature",
+    "oauth_signature_method",
+    "oauth_timestamp",
+    "oauth_nonce",
+)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    form: dict[str, list[str]]
+    host: str
+    user: User | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    token: Token | None = None  # the token the request was signed with
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        for source in (self.query, self.form):
+            if source.get(name):
+                return source[name][0]
+        return default
+
+    def has(self, name: str) -> bool:
+        return name in self.query or name in self.form
+
+    def all(self, name: str) -> list[str]:
+        return self.query.get(name, []) + self.form.get(name, [])
+
+    def flag(self, name: str) -> bool:
+        return (self.get(name) or "").strip().lower() in TRUE
+
+    @property
+    def data(self) -> dict[str, list[str]]:
+        """``request.data``: the body of a POST or PUT (the query string is not part of it)."""
+        return self.form
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes | list[bytes]  # a list is sent as is, without joining it first
+    content_type: str = "application/json; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def length(self) -> int:
+        return len(self.body) if isinstance(self.body, bytes) else sum(map(len, self.body))
+
+    @property
+    def content(self) -> bytes:
+        return self.body if isinstance(self.body, bytes) else b"".join(self.body)
+
+
+Handler = Callable[[Simulator, Request], Any]
+
+
+@dataclass
+class Action:
+    name: str
+    method: str
+    op: str | None
+    fn: Handler
+    admin: bool = False  # @admin_method: 403 "This method is reserved for admin users."
+    anon: bool = False
+    doc: str = ""
+    perm: str | None = None  # NodePermission checked on the path's node: 403, empty body
+
+
+@dataclass
+class Resource:
+    name: str  # MAAS handler class name, e.g. MachineHandler
+    path: str  # e.g. /MAAS/api/2.0/machines/{system_id}/ (what describe/ shows)
+    actions: list[Action]
+    anon_name: str | None = None
+    auth: bool = True  # False: the resource has no authenticated handler (version/)
+    aliases: tuple[str, ...] = ()  # other paths MAAS routes to the same handler
+    patterns: dict[str, str] = field(default_factory=dict)  # a parameter's regex if not [^/]+
+
+    def __post_init__(self) -> None:
+        self.params = re.findall(r"{(\w+)}", self.path)
+        self.regexes = [_template(p, self.patterns) for p in (self.path, *self.aliases)]
+
+    def match(self, path: str) -> dict[str, str] | None:
+        for regex in self.regexes:
+            found = regex.match(path)
+            if found:
+                return found.groupdict()
+        return None
+
+    def allowed_methods(self, anonymous: bool) -> list[str]:
+        """piston's ``allowed_methods`` of the handler that serves the request."""
+        use_anon = anonymous or not self.auth
+        return sorted({a.method for a in self.actions if a.anon == use_anon or not self.auth})
+
+
+def _template(path: str, patterns: dict[str, str]) -> re.Pattern[str]:
+    """A path template (``{name}`` = one path segment unless ``patterns`` says otherwise)."""
+    escaped = re.escape(path).replace(r"\{", "{").replace(r"\}", "}")
+    return re.compile(
+        "^"
+        + re.sub(
+            r"{(\w+)}",
+            lambda m: f"(?P<{m[1]}>{patterns.get(m[1], '[^/]+')})",
+            escaped,
+        )
+        + "$"
+    )
+
+
+def A(name: str, method: str, op: str | None, fn: Handler, **kw: Any) -> Action:
+    return Action(name, method, op, fn, **kw)
+
+
+# -- request parsing ------------------------------------------------------------------------------
+
+
+def parse_form(content_type: str, body: bytes) -> dict[str, list[str]]:
+    """Multipart (with base64 parts decoded, as real clients send) or urlencoded bodies."""
+    if not body:
+        return {}
+    if content_type.startswith("multipart/form-data"):
+        message = BytesParser(policy=HTTP).parsebytes(
+            b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body
+        )
+        form: dict[str, list[str]] = {}
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if not name:
+                continue
+            payload = part.get_payload(decode=True)
+            text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+            form.setdefault(str(name), []).append(text)
+        return form
+    if content_type.startswith("application/x-www-form-urlencoded"):
+        return parse_qs(body.decode(), keep_blank_values=True)
+    return {}
+
+
+def parse_oauth(header: str) -> dict[str, str] | None:
+    if not header.lower().startswith("oauth "):
+        return None
+    params = {}
+    for part in header[6:].split(","):
+        if "realm" in part or "=" not in part:
+            continue
+        key, _, value = part.strip().partition("=")
+        params[key.strip()] = unquote(value.strip().strip('"'))
+    return params
+
+
+def oauth_error(message: str) -> ApiError:
+    """piston's ``send_oauth_error``: 401 with an OAuth challenge header."""
+    return ApiError(
+        401, f"Authorization Error: {message}", headers={"WWW-Authenticate": 'OAuth realm="OAuth"'}
+    )
+
+
+def authenticate(sim: Simulator, header: str | None) -> tuple[User, Token] | None:
+    """OAuth1 PLAINTEXT as MAAS checks it. Raise 401 with MAAS's texts; None = anonymous.
+
+    Every token has its own consumer (``create_auth_token``): the consumer key names the token,
+    whose key and secret must then match.
+    """
+    params = parse_oauth(header or "")
+    if params is None:
+        return None
+    if not all(p in params for p in OAUTH_PARAMS):
+        return None
+    found = next(
+        (
+            (u, t)
+            for u in sim.users.values()
+            for t in u.all_tokens()
+            if t.consumer_key == params["oauth_consumer_key"]
+        ),
+        None,
+    )
+    if found is None:
+        raise oauth_error("Invalid API key.")
+    user, token = found
+    if params["oauth_token"] != token.token_key:
+        raise oauth_error(f"'Invalid access token: {params['oauth_token']}'")
+    if params.get("oauth_version", "1.0") != "1.0":
+        raise oauth_error("'OAuth version must be 1.0'")
+    if (
+        params["oauth_signature_method"] != "PLAINTEXT"
+        or params["oauth_signature"] != f"&{token.token_secret}"
+    ):
+        raise oauth_error("'Invalid signature.'")
+    return user, token
+
+
+# -- permissions ----------------------------------------------------------------------------------
+
+
+def has_perm(user: User, perm: str, node: Node) -> bool:
+    """MAAS's local authorisation backend (no RBAC) for ``NodePermission`` on a node."""
+    owner = getattr(node, "owner", None)
+    can_edit = owner is None or owner == user.username or user.is_superuser
+    if perm == "view":  # only machines are filtered: another user's is hidden from a user
+        return node.node_type != 0 or can_edit
+    if perm == "edit":
+        return not node.locked and can_edit
+    if perm == "lock":
+        return can_edit
+    if perm == "admin_read":
+        return user.is_superuser
+    if perm == "admin":
+        return not node.locked and user.is_superuser
+    raise ValueError(perm)
+
+
+def require(user: User | None, perm: str, node: Node) -> None:
+    """``get_node_or_404``'s permission check: PermissionDenied(), a 403 with an empty body."""
+    assert user is not None
+    if not has_perm(user, perm, node):
+        raise ApiError(403, "")
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def machine_or_404(sim: Simulator, req: Request) -> Machine:
+    m = sim.machines.get(req.params["system_id"])
+    if m is None:
+        raise ApiError(404, "No Machine matches the given query.")
+    return m
+
+
+def node_or_404(sim: Simulator, req: Request) -> Node:
+    node = sim.node(req.params["system_id"])
+    if node is None:
+        raise ApiError(404, "No Node matches the given query.")
+    return node
+
+
+def raw(data: bytes) -> Response:
+    return Response(200, data)
+
+
+def text(status: int, message: str) -> Response:
+    return Response(status, message.encode(), "text/plain; charset=utf-8")
+
+
+def deleted() -> Response:
+    """piston's ``rc.DELETED``."""
+    return Response(204, b"", "text/plain; charset=utf-8")
+
+
+def user_json(u: User) -> dict[str, Any]:
+    return {
+        "username": u.username,
+        "email": u.email or f"{u.username}@example.test",
+        "is_local": True,
+        "is_superuser": u.is_superuser,
+        "resource_uri": f"{API_PREFIX}users/{u.username}/",
+    }
+
+
+def bool_field(value: str | None) -> bool:
+    return (value or "").strip().lower() in TRUE
+
+
+def mandatory(req: Request, name: str, source: dict[str, list[str]] | None = None) -> str:
+    """``get_mandatory_param``: a missing parameter is a 400 ``No provided <name>!``."""
+    values = (source if source is not None else req.data).get(name)
+    if not values:
+        raise ApiError(400, f"No provided {name}!")
+    return values[0]
+
+
+def int_param(req: Request, name: str, default: int | None) -> int | None:
+    """``get_optional_param(..., Int)``: a non-integer is a 400 with formencode's text."""
+    value = req.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ApiError(400, f"Invalid {name}: Please enter an integer value") from exc
+
+
+def invalid_choice(field_name: str, value: str, choices: list[str]) -> ApiError:
+    """``compose_invalid_choice_text``: ``'x' is not a valid <field>.  It should be one of:``."""
+    listed = ", ".join(f"'{c}'" for c in choices)
+    return invalid(
+        {field_name: [f"'{value}' is not a valid {field_name}.  It should be one of: {listed}."]}
+    )

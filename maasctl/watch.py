@@ -1,0 +1,69 @@
+"""Watching work until it ends: a live progress bar per state for a batch, a status line for one
+workflow. Ctrl-C stops the watching, never the work (it goes on in the control plane)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from maasctl.output import console
+
+ENDED = ("succeeded", "failed", "cancelled")
+MOVING = ("pending", "running", "waiting", "cancelling")  # the rest wait for an operator
+STATES = ("pending", "running", "waiting", "cancelling", "manual_intervention", *ENDED)
+COLOURS = {"succeeded": "green", "failed": "red", "cancelled": "yellow",
+           "manual_intervention": "magenta", "running": "cyan", "waiting": "blue"}  # fmt: skip
+
+
+def batch(fetch: Callable[[], dict[str, Any]], *, interval: float) -> dict[str, Any]:
+    """Poll a batch until none of its onboardings moves on its own (ended, or frozen in
+    manual_intervention for an operator); the last summary."""
+    summary = fetch()
+    size = max(int(summary["size"]), 1)
+    with Progress(
+        TextColumn("[{task.fields[colour]}]{task.description:>20}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=console,
+        refresh_per_second=4,
+    ) as progress:
+        tasks = {
+            state: progress.add_task(state, total=size, colour=COLOURS.get(state, "white"))
+            for state in STATES
+        }
+        while True:
+            for state, task in tasks.items():
+                progress.update(task, completed=summary["counts"].get(state, 0))
+            if not any(summary["counts"].get(state, 0) for state in MOVING):
+                break
+            time.sleep(interval)
+            summary = fetch()
+    return summary
+
+
+def failures_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="failed")
+    for column in ("id", "hostname", "stage", "failure_class", "reason"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(str(row.get(c, "")) for c in ("id", "hostname", "stage",
+                                                        "failure_class", "reason")))  # fmt: skip
+    return table
+
+
+def workflow(fetch: Callable[[], dict[str, Any]], *, interval: float) -> dict[str, Any]:
+    """Poll one workflow until it ends or waits for an operator; the last answer."""
+    wf = fetch()
+    with console.status("") as status:
+        while True:
+            status.update(f"{wf['hostname']}: {wf['state']} at {wf['stage'] or '-'} "
+                          f"(attempt {wf['attempt']})")  # fmt: skip
+            if wf["state"] not in MOVING:
+                break
+            time.sleep(interval)
+            wf = fetch()
+    return wf

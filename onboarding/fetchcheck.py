@@ -1,0 +1,46 @@
+"""Can a node fetch this URL? The preflight's check of the bootstrap endpoint, the node-agent
+script and the site bundle (docs/security.md): no redirect is followed (a redirect is reported
+with where it points), at most ``CAP`` bytes of a body are read (HEAD first; GET only when HEAD
+is not allowed), every request has connect/read timeouts and an overall deadline, and
+link-local or metadata targets are refused unless the deployment allows them."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit
+
+import requests
+
+from maas_domain import urlsafety
+
+CAP = 64 << 10
+TIMEOUT = (3.0, 5.0)
+DEADLINE = 10.0
+
+
+def fetch_problem(url: str) -> str:
+    """'' when the URL answers below 300; otherwise why not (a short sentence)."""
+    parts = urlsplit(url)
+    if problem := urlsafety.resolved_problem(parts.hostname or "", parts.port):
+        return f"refused: {problem}"
+    started = time.monotonic()
+    try:
+        with requests.Session() as session:
+            response = session.head(url, timeout=TIMEOUT, allow_redirects=False)
+            if response.status_code == 405:
+                response = session.get(url, timeout=TIMEOUT, allow_redirects=False, stream=True)
+                read = 0
+                try:
+                    for chunk in response.iter_content(8192):
+                        read += len(chunk)
+                        if read >= CAP or time.monotonic() - started > DEADLINE:
+                            break
+                finally:
+                    response.close()
+    except requests.RequestException as exc:
+        return type(exc).__name__
+    status = response.status_code
+    if 300 <= status < 400:
+        where = urlsafety.display(response.headers.get("Location", "?"))
+        return f"HTTP {status} redirects to {where}; redirects are not followed"
+    return "" if status < 300 else f"HTTP {status}"

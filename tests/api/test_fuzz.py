@@ -1,0 +1,204 @@
+"""The fuzzing gate: schemathesis against the OpenAPI document a live server serves.
+
+Every operation gets at least 100 generated requests (valid and invalid per the schema, with a
+fixed seed), half of them aimed at rows that exist (a seeded site, profile, SKU, node,
+allocation, onboarding, decommission, batch and drift record). Any 5xx, any
+answer whose status, content type or body the document does not describe, fails the gate.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import pytest
+import redis
+import requests
+import schemathesis
+import yaml
+from django.utils import timezone
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from maas_domain.models import Allocation, ApiToken
+from maas_domain.services.credentials import site_credentials_write
+from maas_domain.services.tokens import api_token_create
+from onboarding.models import OnboardingBatch
+from reconciliation.models import DriftRecord
+from tests.factories import make_node, make_onboarding, make_profile, make_site, make_sku
+from tests.support.maas import API_KEY, Sim, make_sim
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+SEED = 20261123
+EXAMPLES = 100
+FUZZ_TOKEN_ID = 987_654_321
+DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
+
+
+@pytest.fixture
+def fuzz_sim() -> Iterator[Sim]:
+    sim = make_sim()
+    yield sim
+    sim.server.stop()
+
+
+@pytest.fixture
+def seeded(fuzz_sim: Sim, admin_user: Any, settings: Any) -> dict[str, int]:
+    """Rows the generated requests can hit (their ids), on a site whose MAAS is the simulator."""
+    settings.MAAS_PROBE_TIMEOUT = 1.0  # a generated site's MAAS URL leads nowhere: fail fast
+    # thousands of requests in two minutes: the per-token limits would answer most with 429
+    settings.API_MUTATIONS_PER_MINUTE = settings.NODE_REQUESTS_PER_MINUTE = 10**6
+    site = make_site(maas_url=fuzz_sim.url, health="healthy", last_probe_at=timezone.now())
+    site_credentials_write(actor=admin_user, site=site, payload={"maas_api_key": API_KEY})
+    profile = make_profile(site)
+    sku = make_sku()
+    sid = fuzz_sim.add(hostname="fz-node", status="deployed")
+    node = make_node(site, sku=sku, hostname="fz-node", state="active", maas_system_id=sid)
+    allocation = Allocation.objects.create(node=node, holder="tenant")
+    onboarding = make_onboarding(site, profile=profile, sku=sku, node=node, hostname="fz-node")
+    batch = OnboardingBatch.objects.create(
+        site=site, profile=profile, sku=sku, size=0, created_by="t", correlation_id="t"
+    )
+    from decommission.models import Decommission
+
+    decommission = Decommission.objects.create(
+        site=site, node=node, hostname="fz-node", mode="reimage", correlation_id="t"
+    )
+    drift = DriftRecord.objects.create(
+        site=site, kind="status_mismatch", severity="warning", subject=f"node:{node.pk}",
+        node=node, system_id=sid, hostname="fz-node", message="seeded",
+        first_seen_at=timezone.now(), last_seen_at=timezone.now(),
+    )  # fmt: skip
+    return {
+        "maas-sites": site.pk,
+        "profiles": profile.pk,
+        "roce-assignments": 0,
+        "skus": sku.pk,
+        "nodes": node.pk,
+        "allocations": allocation.pk,
+        "onboardings": onboarding.pk,
+        "batches": batch.pk,
+        "decommissions": decommission.pk,
+        "drift": drift.pk,
+        "system_id": sid,
+    }
+
+
+def existing_ids(path: str, seeded: dict[str, Any]) -> dict[str, Any]:
+    """Path parameters pointing at seeded rows: ``{id}`` belongs to the segment before it."""
+    out: dict[str, Any] = {}
+    segments = [s for s in path.split("/") if s]
+    for i, segment in enumerate(segments):
+        name = segment.strip("{}")
+        if segment == name:
+            continue
+        if name == "site_pk":
+            out[name] = seeded["maas-sites"]
+        elif name in ("node_pk", "node_id"):
+            out[name] = seeded["nodes"]
+        elif name == "system_id":
+            out[name] = seeded["system_id"]
+        elif name == "id" and segments[i - 1] in seeded:
+            out[name] = seeded[segments[i - 1]]
+    return out
+
+
+@pytest.fixture
+def api_schema(live_server: Any, admin_user: Any, settings: Any) -> Any:
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no worker: drop what piles up
+    made, token = api_token_create(actor=None, user=admin_user, name="fuzz", scope="admin")
+    # POST /tokens/{id}/revoke is fuzzed too: keep our own token's id out of reach
+    ApiToken.objects.filter(pk=made.pk).update(id=FUZZ_TOKEN_ID)
+    auth = {"Authorization": f"Bearer {token}"}
+    schema = schemathesis.openapi.from_url(f"{live_server.url}/api/v1/schema/?format=json",
+                                           headers=auth)  # fmt: skip
+    schema.config.update(base_url=live_server.url, headers=auth)
+    return schema
+
+
+def cases(operation: Any, seeded: dict[str, Any]) -> Any:
+    """Valid and invalid requests, to random ids and to the seeded rows."""
+    modes = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
+    strategies = [operation.as_strategy(mode) for mode in modes]
+    fixed = existing_ids(operation.path, seeded)
+    if fixed and "verb" not in fixed:
+        strategies += [operation.as_strategy(mode, path_parameters=fixed) for mode in modes]
+    return st.one_of(*strategies)
+
+
+def fuzz(operation: Any, seeded: dict[str, Any], session: requests.Session) -> int:
+    """Run one operation's examples; the number of requests sent (raises on a failure)."""
+    sent = 0
+
+    @hypothesis.seed(SEED)
+    @hypothesis.settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(hypothesis.HealthCheck),
+        phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+    )
+    @hypothesis.given(case=cases(operation, seeded))
+    def run(case: Any) -> None:
+        nonlocal sent
+        sent += 1
+        case.call_and_validate(session=session, checks=CHECKS)
+
+    run()
+    return sent
+
+
+def test_no_5xx_and_every_answer_matches_the_document(
+    api_schema: Any, seeded: dict[str, Any]
+) -> None:
+    only = os.environ.get("FUZZ_ONLY", "")  # e.g. FUZZ_ONLY=/skus while fixing what it finds
+    operations = [r.ok() for r in api_schema.get_all_operations() if only in r.ok().path]
+    assert len(operations) >= (1 if only else 50)
+    session = requests.Session()  # one connection for every request
+    quiet = logging.getLogger("django.request")  # thousands of expected 4xx; a 5xx still logs
+    level, quiet.level = quiet.level, logging.ERROR
+    failures: list[str] = []
+    sent: dict[str, tuple[int, float]] = {}
+    try:
+        for operation in operations:
+            name = f"{operation.method.upper()} {operation.path}"
+            started, n = time.monotonic(), 0
+            try:
+                n = fuzz(operation, seeded, session)
+            except (Exception, BaseExceptionGroup) as exc:  # every failing operation is reported
+                failures.append(f"{name}: {exc}")
+            sent[name] = (n, time.monotonic() - started)
+    finally:
+        quiet.setLevel(level)
+    slowest = sorted(sent.items(), key=lambda item: -item[1][1])[:5]
+    print(f"{sum(n for n, _ in sent.values())} requests; slowest: {slowest}")  # noqa: T201
+    assert not failures, "\n\n".join(failures)
+    assert ApiToken.objects.get(pk=FUZZ_TOKEN_ID).revoked_at is None  # every request was ours
+    if only:
+        return
+    documented = {
+        f"{method.upper()} {path}": op
+        for path, item in yaml.safe_load(DOCUMENT.read_text())["paths"].items()
+        for method, op in item.items()
+    }
+    assert set(sent) == set(documented)
+    for name, (n, _) in sent.items():  # an operation that takes no input has one request to make
+        op = documented[name]
+        takes_input = op.get("parameters") or op.get("requestBody") or op.get("security") != [{}]
+        assert n >= EXAMPLES or (not takes_input and n == 1), (name, n)

@@ -1,0 +1,124 @@
+"""A node's timeline: every workflow of the node (any kind) and the operator actions on it,
+merged by time, paginated, with its MAAS events merged in on request; and a workflow's detail
+that does not wait on MAAS unless asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from decommission.workflow import KIND as DECOMMISSION
+from maas_domain.models import Allocation, MaasSite
+from maas_domain.services.allocations import allocation_release
+from maas_domain.services.credentials import site_credentials_write
+from onboarding.models import Onboarding
+from onboarding.workflow import KIND as ONBOARDING
+from tests.factories import make_node, make_onboarding, make_profile, make_site
+from tests.support.maas import API_KEY, Sim
+
+pytestmark = pytest.mark.django_db
+BASE = "/api/v1/admin"
+
+
+def node_with_history(admin: Any, site: MaasSite | None = None) -> tuple[Any, Onboarding]:
+    site = site or make_site()
+    node = make_node(site, hostname="gpu-9", state="active")
+    wf = make_onboarding(site, node=node, hostname="gpu-9")
+    ONBOARDING.add_event(wf, "workflow.created", "requested")
+    ONBOARDING.add_event(wf, "stage.completed", "preflight ok", stage="preflight")
+    from decommission.models import Decommission
+
+    child = Decommission.objects.create(
+        site=site, node=node, hostname="gpu-9", mode="reimage", correlation_id="t"
+    )
+    DECOMMISSION.add_event(child, "workflow.created", "reimage requested")
+    allocation = Allocation.objects.create(node=node, holder="tenant-a")
+    allocation_release(actor=admin, allocation_id=allocation.pk, reason="drained")
+    return node, wf
+
+
+def test_timeline_merges_kinds_and_operator_actions_newest_first_paginated(
+    api: APIClient, admin_user: Any
+) -> None:
+    node, wf = node_with_history(admin_user)
+    other = make_node(make_site(), hostname="gpu-9")  # same hostname, other site: not merged
+    make_onboarding(other.site, node=other, hostname="gpu-9")
+    page = api.get(f"{BASE}/nodes/{node.pk}/timeline").json()
+    assert page["count"] == 4
+    entries = page["results"]
+    assert [e["at"] for e in entries] == sorted((e["at"] for e in entries), reverse=True)
+    assert [(e["source"], e["kind"]) for e in entries] == [
+        ("operator", "allocation.release"),
+        ("workflow", "workflow.created"),
+        ("workflow", "stage.completed"),
+        ("workflow", "workflow.created"),
+    ]
+    assert {(e["workflow_kind"], e["workflow_id"]) for e in entries[1:]} == {
+        ("decommission", node.decommissions.get().pk),
+        ("onboarding", wf.pk),
+    }
+    assert entries[0]["actor_name"] == "ops-admin" and entries[0]["message"] == "drained"
+    assert page["maas_events"]["requested"] is False
+    first = api.get(f"{BASE}/nodes/{node.pk}/timeline", {"limit": 2}).json()
+    second = api.get(first["next"]).json()
+    assert [e["kind"] for e in first["results"] + second["results"]] == [e["kind"] for e in entries]
+    assert second["next"] is None
+
+
+def test_maas_events_are_merged_in_on_request_and_a_dead_maas_is_reported(
+    api: APIClient, admin_user: Any, sim: Sim
+) -> None:
+    site = make_site(maas_url=sim.url)
+    site_credentials_write(actor=admin_user, site=site, payload={"maas_api_key": API_KEY})
+    node, _ = node_with_history(admin_user, site)
+    sid = sim.add(hostname="gpu-9", status="deployed")
+    node.maas_system_id = sid
+    node.save()
+    with sim.model.lock:
+        machine = sim.model.machines[sid]
+        sim.model.event(machine, "INFO", "Deployed", "from the simulator")
+    page = api.get(f"{BASE}/nodes/{node.pk}/timeline", {"maas_events": "true"}).json()
+    assert page["maas_events"]["available"] is True
+    maas = [e for e in page["results"] if e["source"] == "maas"]
+    assert any(e["kind"] == "Deployed" for e in maas)
+    assert page["count"] == 4 + page["maas_events"]["fetched"]
+    site.maas_url = "http://127.0.0.1:9/MAAS/"  # nothing listens there
+    site.save()
+    down = api.get(f"{BASE}/nodes/{node.pk}/timeline", {"maas_events": "true"})
+    assert down.status_code == 200
+    assert down.json()["maas_events"]["available"] is False
+    assert down.json()["count"] == 4
+    bad = api.get(f"{BASE}/nodes/{node.pk}/timeline", {"maas_events": "sometimes"})
+    assert bad.status_code == 400 and "maas_events" in bad.json()["fields"]
+
+
+def test_workflow_detail_does_not_call_maas_unless_asked_and_shows_the_age(
+    api: APIClient, admin_user: Any, sim: Sim
+) -> None:
+    site = make_site(maas_url=sim.url)
+    site_credentials_write(actor=admin_user, site=site, payload={"maas_api_key": API_KEY})
+    sid = sim.add(hostname="gpu-3", status="deployed")
+    wf = make_onboarding(site, hostname="gpu-3", maas_system_id=sid, profile=make_profile(site))
+    for i in range(60):
+        ONBOARDING.add_event(wf, "maas.observed", f"look {i}")
+    url = f"{BASE}/onboardings/{wf.pk}"
+    sim.reset_counters()
+    cold = api.get(url).json()
+    assert cold["diagnostics"]["available"] is False and cold["diagnostics"]["age_seconds"] is None
+    assert sim.count("machine.read") == 0
+    fresh = api.get(url, {"diagnostics": "refresh"}).json()["diagnostics"]
+    assert fresh["status"] == "Deployed" and fresh["age_seconds"] < 5
+    reads = sim.count("machine.read")
+    assert reads == 1
+    cached = api.get(url).json()["diagnostics"]
+    assert cached["status"] == "Deployed" and cached["fetched_at"] == fresh["fetched_at"]
+    assert sim.count("machine.read") == reads  # served from the cache
+    detail = api.get(url, {"diagnostics": "false"}).json()
+    assert "diagnostics" not in detail
+    assert detail["timeline_count"] == 60 and len(detail["timeline"]) == 50
+    assert detail["timeline"][-1]["message"] == "look 59"  # the latest entries
+    assert api.get(url, {"diagnostics": "maybe"}).status_code == 400
+    page = api.get(f"{url}/timeline", {"limit": 25, "offset": 50}).json()
+    assert page["count"] == 60 and page["results"][0]["message"] == "look 50"

@@ -1,0 +1,309 @@
+"""Each onboarding stage function, run once against the simulator with no broker and no worker
+(tests/support/stages.py). The whole-flow tests (test_flows.py) keep one run per behaviour;
+these pin each stage's decisions and the exact MAAS mutations it sends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from maas_domain.maas.status import NodeStatus
+from onboarding.models import Onboarding
+from onboarding.payload import read_tokens
+from tests.support.stages import Bench, run_stage
+
+pytestmark = pytest.mark.django_db
+S = NodeStatus
+
+
+def onboarding(bench: Bench, hostname: str, ipmi_ip: str, **fields: Any) -> Onboarding:
+    node = bench.node(hostname, ipmi_ip, state="provisioning")
+    return Onboarding.objects.create(
+        site=bench.site,
+        profile=bench.profile,
+        sku=bench.sku,
+        node=node,
+        hostname=hostname,
+        ipmi_ip=ipmi_ip,
+        correlation_id="stage-test",
+        **fields,
+    )
+
+
+def run(wf: Onboarding, stage: str) -> Any:
+    return run_stage("onboarding", wf, stage)
+
+
+# -- preflight -------------------------------------------------------------------------------------
+
+
+def test_preflight_passes_with_real_ca_material_and_fetchable_urls(bench: Bench) -> None:
+    result, _ = run(onboarding(bench, "p1", "10.1.0.1"), "preflight")
+    assert type(result).__name__ == "Done", result
+
+
+def test_preflight_lists_every_problem_at_once(bench: Bench) -> None:
+    bench.site.ca_bundle_pem = "-----BEGIN CERTIFICATE-----\nplaceholder\n"
+    bench.site.node_api_url = "http://127.0.0.1:9"  # nothing listens on the discard port
+    bench.site.save()
+    bench.policy(roce_phase2_enabled=True)
+    result, _ = run(onboarding(bench, "p2", "10.1.0.2"), "preflight")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "preflight")
+    problems = result.data["problems"]
+    assert any("not a real PEM certificate" in p for p in problems)
+    assert any("has no RoCE assignment" in p for p in problems)
+    assert any("bootstrap endpoint" in p and "not fetchable" in p for p in problems)
+
+
+# -- discover --------------------------------------------------------------------------------------
+
+
+def test_discover_matches_by_hostname_first(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="d1", status="new", power_address="10.9.9.9")
+    result, events = run(onboarding(bench, "d1", "10.1.0.3"), "discover")
+    assert result.updates["maas_system_id"] == sid
+    assert events[0][2]["matched_by"] == "matched by hostname"
+    assert bench.sim.mutations() == []
+
+
+def test_discover_matches_by_ipmi_address(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="other-name", status="new", power_address="10.1.0.4")
+    result, events = run(onboarding(bench, "d2", "10.1.0.4"), "discover")
+    assert result.updates["maas_system_id"] == sid
+    assert events[0][2]["matched_by"] == "matched by IPMI address"
+
+
+def test_discover_creates_the_machine_with_its_bmc_when_nothing_matches(bench: Bench) -> None:
+    result, _ = run(onboarding(bench, "d3", "10.1.0.5"), "discover")
+    assert result.updates["created_machine"] is True
+    sid = result.updates["maas_system_id"]
+    # created from its BMC alone, then power-cycled through MAAS to discover it
+    assert bench.sim.mutations() == ["machines.create", "machine.commission"]
+    machine = bench.sim.model.machines[sid]
+    assert machine.power_parameters["power_address"] == "10.1.0.5"
+
+
+def test_discover_refuses_to_guess_between_two_machines(bench: Bench) -> None:
+    bench.sim.model.allow_duplicate_hostnames = True
+    bench.sim.add(hostname="d4", status="new")
+    bench.sim.add(hostname="d4", status="ready")
+    result, _ = run(onboarding(bench, "d4", "10.1.0.6"), "discover")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "ambiguous")
+    assert len(result.data["candidates"]) == 2
+    assert bench.sim.mutations() == []
+
+
+def test_discover_auto_claims_only_when_policy_allows(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="anonymous", status="new", power_type="manual")
+    result, _ = run(onboarding(bench, "d5", "10.1.0.7"), "discover")
+    assert result.updates["created_machine"] is True  # policy off: created, not claimed
+    bench.policy(auto_claim_new=True)
+    result, _ = run(onboarding(bench, "d6", "10.1.0.8"), "discover")
+    assert result.updates["maas_system_id"] == sid
+    assert bench.sim.model.machines[sid].hostname == "d6"
+
+
+# -- commission ------------------------------------------------------------------------------------
+
+
+def test_commission_sends_the_policy_flags_once_and_waits(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="c1", status="new")
+    wf = onboarding(bench, "c1", "10.1.0.9", maas_system_id=sid)
+    result, events = run(wf, "commission")
+    assert (type(result).__name__, result.system_id) == ("Wait", sid)
+    assert bench.sim.mutations(sid) == ["machine.commission"]
+    sent = next(data for kind, _, data in events if kind == "maas.action")
+    assert (sent["enable_ssh"], sent["skip_bmc_config"]) == (True, True)
+    assert wf.stage_data["sent"] == {"commission": 1}  # the intent log a re-run reads
+
+
+def test_commission_does_not_recommission_a_ready_machine(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="c2", status="ready")
+    result, _ = run(onboarding(bench, "c2", "10.1.0.10", maas_system_id=sid), "commission")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        "already Ready in MAAS; not recommissioned",
+    )
+    assert bench.sim.mutations(sid) == []
+
+
+def test_commission_failure_names_the_failed_scripts(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="c3", status="new", faults={"commission_failure": [1]})
+    wf = onboarding(bench, "c3", "10.1.0.11", maas_system_id=sid)
+    run(wf, "commission")
+    bench.sim.advance(3600)
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "commissioning")
+    assert "failed scripts" in result.message
+
+
+@pytest.mark.parametrize("status", ["allocated", "deploying", "deployed", "failed_deployment"])
+def test_commission_takes_maas_truth_for_a_machine_past_commissioning(
+    bench: Bench, status: str
+) -> None:
+    sid = bench.sim.add(hostname=f"c4{status[:4]}", status=status)
+    wf = onboarding(bench, f"c4{status[:4]}", "10.1.0.12", maas_system_id=sid)
+    result, _ = run(wf, "commission")
+    assert type(result).__name__ == "Done", result
+    assert "not recommissioned" in result.message
+    assert bench.sim.mutations(sid) == []
+
+
+def test_commission_refuses_a_machine_mid_erase(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="c4erase", status="disk_erasing")
+    result, _ = run(onboarding(bench, "c4erase", "10.1.0.12", maas_system_id=sid), "commission")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "unexpected_state")
+
+
+# -- storage and PXE -------------------------------------------------------------------------------
+
+
+def test_storage_pxe_applies_the_layout_and_keeps_a_good_auto_link(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="s1", status="ready")
+    result, _ = run(onboarding(bench, "s1", "10.1.0.13", maas_system_id=sid), "storage_pxe")
+    assert type(result).__name__ == "Done", result
+    assert bench.sim.mutations(sid) == ["machine.set_storage_layout"]
+
+
+def test_storage_pxe_relinks_an_unlinked_pxe_interface(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="s2", status="ready", faults={"pxe_unlinked": True})
+    result, _ = run(onboarding(bench, "s2", "10.1.0.14", maas_system_id=sid), "storage_pxe")
+    assert "relinked to AUTO" in result.message
+    assert "interface.link_subnet" in bench.sim.mutations(sid)
+
+
+def test_storage_pxe_moves_a_boot_interface_from_another_vlan(bench: Bench) -> None:
+    """MAAS refuses a subnet of another VLAN unless forced: the boot NIC that landed on the
+    storage VLAN is moved to the PXE subnet's."""
+    sid = bench.sim.add(hostname="s4", status="ready", faults={"pxe_wrong_subnet": 2})
+    result, _ = run(onboarding(bench, "s4", "10.1.0.25", maas_system_id=sid), "storage_pxe")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        "PXE interface eno1 relinked to AUTO on 10.20.0.0/16",
+    )
+    assert "interface.link_subnet" in bench.sim.mutations(sid)
+
+
+def test_storage_pxe_fails_early_when_the_pxe_subnet_is_missing(bench: Bench) -> None:
+    bench.site.pxe_subnet = "10.99.0.0/16"
+    bench.site.save()
+    sid = bench.sim.add(hostname="s3", status="ready")
+    result, _ = run(onboarding(bench, "s3", "10.1.0.15", maas_system_id=sid), "storage_pxe")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "pxe")
+
+
+# -- payload, deploy -------------------------------------------------------------------------------
+
+
+def test_payload_mints_this_attempts_tokens_and_records_the_versions(bench: Bench) -> None:
+    wf = onboarding(bench, "y1", "10.1.0.16", attempt=2)
+    result, events = run(wf, "payload")
+    assert result.updates["token_attempt"] == 2
+    assert result.updates["agent_bootstrap_version"]
+    assert events[0][0] == "payload.rendered"
+    wf.token_attempt = 2
+    wf.bootstrap_token_hash = result.updates["bootstrap_token_hash"]
+    wf.enrollment_token_hash = result.updates["enrollment_token_hash"]
+    assert read_tokens(wf) is not None  # the values are in the secrets backend
+
+
+def test_deploy_sends_the_rendered_payload_once_and_adopts_deployed(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="y2", status="ready")
+    wf = onboarding(bench, "y2", "10.1.0.17", maas_system_id=sid)
+    result, _ = run(wf, "payload")
+    Onboarding.objects.filter(pk=wf.pk).update(**result.updates)
+    result, _ = run(wf, "deploy")
+    assert (type(result).__name__, result.status) == ("Wait", int(S.DEPLOYING))
+    assert bench.sim.mutations(sid) == ["machine.deploy"]
+    bench.sim.advance(3600)
+    result, _ = run(wf, "deploy")
+    assert (type(result).__name__, result.message) == ("Done", "MAAS says Deployed (jammy)")
+    assert bench.sim.mutations(sid) == ["machine.deploy"]  # nothing more
+
+
+def test_a_datasource_failure_is_released_and_redeployed_within_the_limit(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="y3", status="ready", faults={"deploy_datasource_failure": [1]})
+    wf = onboarding(bench, "y3", "10.1.0.18", maas_system_id=sid)
+    run(wf, "deploy")
+    bench.sim.advance(7200)
+    result, events = run(wf, "deploy")
+    assert (type(result).__name__, result.status) == ("Wait", int(S.RELEASING))
+    decision = next(data for kind, _, data in events if kind == "retry.decision")
+    assert (decision["classification"], decision["retry"]) == ("datasource", True)
+    assert bench.sim.mutations(sid) == ["machine.deploy", "machine.release"]
+
+
+def test_a_curtin_failure_is_not_retried(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="y4", status="ready", faults={"deploy_curtin_failure": [1]})
+    wf = onboarding(bench, "y4", "10.1.0.19", maas_system_id=sid)
+    run(wf, "deploy")
+    bench.sim.advance(7200)
+    result, _ = run(wf, "deploy")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "curtin")
+    assert bench.sim.mutations(sid) == ["machine.deploy"]
+
+
+# -- hardware sync, enrollment, completion ---------------------------------------------------------
+
+
+def test_hardware_sync_waits_for_the_first_seed_only_when_required(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="h1", status="deployed")
+    wf = onboarding(bench, "h1", "10.1.0.20", maas_system_id=sid)
+    assert type(run(wf, "hardware_sync")[0]).__name__ == "Done"
+    bench.policy(hardware_sync_required=True)
+    result, _ = run(wf, "hardware_sync")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "hardware_sync")
+
+
+def test_enrollment_waits_until_the_current_attempt_enrolls(bench: Bench) -> None:
+    wf = onboarding(bench, "e1", "10.1.0.21", attempt=2, enrolled_attempt=1)
+    wf.enrolled_at = timezone.now()
+    wf.save(update_fields=["enrolled_at"])
+    assert type(run(wf, "enrollment")[0]).__name__ == "Wait"  # attempt 1's enrollment
+    Onboarding.objects.filter(pk=wf.pk).update(enrolled_attempt=2)
+    assert type(run(wf, "enrollment")[0]).__name__ == "Done"
+
+
+def test_completion_gates_fail_when_any_gate_is_missing(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="g1", status="deployed")
+    wf = onboarding(bench, "g1", "10.1.0.22", maas_system_id=sid, token_attempt=1)
+    result, _ = run(wf, "complete")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "completion_gate")
+    assert result.data["gates"] == {
+        "maas_deployed": True,
+        "site_bundle": True,  # no bundle in this payload
+        "agent_started": False,
+        "enrolled": False,
+        "node_row": True,
+        "current_attempt": False,
+    }
+    now = timezone.now()
+    Onboarding.objects.filter(pk=wf.pk).update(
+        agent_started_at=now, enrolled_at=now, enrolled_attempt=1
+    )
+    assert type(run(wf, "complete")[0]).__name__ == "Done"
+
+
+# -- reset and cancel ------------------------------------------------------------------------------
+
+
+def test_reset_aborts_what_is_in_flight_and_deletes_a_machine_it_created(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="r1", status="new")
+    wf = onboarding(bench, "r1", "10.1.0.23", maas_system_id=sid, created_machine=True)
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.updates) == (
+        "Done",
+        {"maas_system_id": "", "created_machine": False},
+    )
+    assert bench.sim.mutations(sid) == ["machine.delete"]
+
+
+def test_cancel_aborts_a_commissioning_machine(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="x1", status="new")
+    wf = onboarding(bench, "x1", "10.1.0.24", maas_system_id=sid)
+    run(wf, "commission")
+    result, _ = run(wf, "cancel")
+    assert type(result).__name__ == "Wait"
+    assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]

@@ -1,0 +1,119 @@
+"""Running one stage function against the simulator with no broker and no worker.
+
+``Bench`` is a ready site on a fresh simulator (credentials in the database secrets backend, a
+healthy probe, a profile, a SKU) and a node-facing HTTP server that answers 200, so a stage can
+be called with the engine's real context (lease, heartbeat, the site's MAAS client). MAAS
+mutations are read from the simulator's counters, never from a stubbed client.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db.models import F
+from django.utils import timezone
+
+from devtools.demo import demo_ca_pem
+from maas_domain.models import MaasSite, Node, SiteProfile, Sku
+from maas_domain.services.credentials import site_credentials_write
+from maas_domain.workflow import step
+from maas_domain.workflow.context import StageContext
+from maas_domain.workflow.kinds import KINDS
+from maas_domain.workflow.results import Result
+from tests.support.maas import API_KEY, Sim, make_sim
+
+CA_PEM = demo_ca_pem()
+
+
+class _Ok(BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+
+    do_GET = do_HEAD
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Bench:
+    sim: Sim
+    site: MaasSite
+    profile: SiteProfile
+    sku: Sku
+    admin: Any
+
+    def node(self, hostname: str, ipmi_ip: str, **fields: Any) -> Node:
+        return Node.objects.create(
+            site=self.site, sku=self.sku, hostname=hostname, ipmi_ip=ipmi_ip, **fields
+        )
+
+    def policy(self, **values: Any) -> None:
+        self.site.policy = {**self.site.policy, **values}
+        self.site.save(update_fields=["policy"])
+
+
+@pytest.fixture
+def bench(db: None) -> Iterator[Bench]:
+    sim = make_sim({"users": []})
+    node_api = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
+    threading.Thread(target=node_api.serve_forever, args=(0.05,), daemon=True).start()
+    admin = get_user_model().objects.create_user("stage-admin", is_staff=True, is_superuser=True)
+    site = MaasSite.objects.create(
+        name="stage-site",
+        maas_url=sim.url,
+        pxe_subnet="10.20.0.0/16",
+        ca_bundle_pem=CA_PEM,
+        node_api_url=f"http://127.0.0.1:{node_api.server_address[1]}",
+        allow_http=True,  # a lab on loopback (docs/security.md: https otherwise)
+        health="healthy",
+        last_probe_at=timezone.now(),
+    )
+    site_credentials_write(
+        actor=admin,
+        site=site,
+        payload={"maas_api_key": API_KEY, "ipmi": {"username": "maas", "password": "ipmi-pass"}},
+    )
+    profile = SiteProfile.objects.create(site=site, name="h100", distro_series="jammy")
+    sku = Sku.objects.create(code="gpu-8x", name="8x GPU", gpu_count=8)
+    yield Bench(sim, site, profile, sku, admin)
+    node_api.shutdown()
+    sim.server.stop()
+
+
+def run_stage(
+    kind_name: str, wf: Any, stage: str | None = None, *, record: bool = False
+) -> tuple[Result, list[Any]]:
+    """Run ``stage`` (default: the row's; the kind's cancel stage runs while cancelling) of
+    workflow ``wf`` once, as an execution that holds
+    its lease would; returns the stage's result (exceptions mapped as the engine maps them)
+    and the timeline entries it asked for. Nothing is recorded unless ``record`` (then the
+    engine records the result, scratch data included, as after a real step)."""
+    kind = KINDS[kind_name]
+    cancelling = kind.cancel is not None and stage == kind.cancel.name
+    updated = kind.model._default_manager.filter(pk=wf.pk).update(
+        state="cancelling" if cancelling else "running",
+        stage=wf.stage if cancelling or stage is None else stage,
+        dispatch=F("dispatch") + 1,
+        lease_owner="",
+        lease_expires_at=None,
+    )
+    assert updated == 1
+    dispatch = kind.model._default_manager.values_list("dispatch", flat=True).get(pk=wf.pk)
+    claimed = step.claim(kind, wf.pk, dispatch)
+    assert claimed is not None
+    row, owner = claimed
+    ctx = StageContext(kind, row, owner)
+    result = step.execute(ctx)
+    assert result is not None, "the stage lost its lease"
+    if record:
+        step.record(ctx, result)
+    wf.refresh_from_db()
+    return result, ctx.events

@@ -1,0 +1,41 @@
+"""The engine's count budgets in the production shape (benchmarks/stack.py: the simulator,
+gunicorn, Celery workers and beat as their own processes): per onboarded node, MAAS requests,
+Celery messages and SQL statements stay within budget. Counts only; times live in
+``make bench`` (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from benchmarks.stack import Scenario, Stack
+
+pytestmark = pytest.mark.slow
+
+NODES = 12
+BUDGET = {"maas_requests": 12.0, "celery_messages": 12.0, "sql_statements": 60.0}
+
+
+@pytest.mark.skipif(
+    not os.environ.get("MAASCP_DATABASE_URL", "").startswith("postgres"),
+    reason="the production shape needs PostgreSQL and Redis (make check)",
+)
+def test_a_batch_stays_within_the_engine_count_budgets() -> None:
+    stack = Stack(
+        Scenario("budget", nodes=NODES, limit=NODES, scale=600.0, workers=4, pool="threads"),
+        redis_db=8,
+        label="budget",
+    )
+    try:
+        result = stack.run_batch(stack.setup())
+    finally:
+        stack.teardown()
+    assert result.states == {"succeeded": NODES}, result.states
+    per_node = {
+        "maas_requests": result.per_node(sum(result.maas_by_operation.values())),
+        "celery_messages": result.per_node(sum(result.tasks.values())),
+        "sql_statements": result.per_node(sum(result.statements.values())),
+    }
+    over = {k: round(v, 1) for k, v in per_node.items() if v > BUDGET[k]}
+    assert not over, f"over budget: {over} (budget {BUDGET}; all {per_node})"
