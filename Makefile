@@ -17,8 +17,11 @@ fmt: ## fix formatting and the lint rules ruff can fix
 	.venv/bin/ruff check --fix .
 	.venv/bin/ruff format .
 
-bench: ## print performance figures (never part of make check)
+bench: ## print performance figures (never part of make check); appends to docs/benchmarks.md
 	scripts/bootstrap
+	scripts/ensure-services
+	.venv/bin/python benchmarks/bench_engine.py
+	.venv/bin/python benchmarks/bench_reads.py 100000 20
 	.venv/bin/python benchmarks/bench_maas.py
 	.venv/bin/python benchmarks/bench_workflows.py 1000 100 200
 	.venv/bin/python benchmarks/bench_admin.py 100000
