@@ -75,7 +75,7 @@ class DecommissionSerializer(workflows.WorkflowSerializer):
 
 class DecommissionFilter(workflows.WorkflowFilter):
     node = django_filters.NumberFilter(field_name="node_id")
-    mode = django_filters.MultipleChoiceFilter(choices=Mode.choices)
+    mode = django_filters.MultipleChoiceFilter(distinct=False, choices=Mode.choices)
 
     class Meta:
         model = Decommission

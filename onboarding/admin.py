@@ -109,7 +109,7 @@ _COUNTED = (
 class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
     list_display = ["id", "site", "size", "progress", "created_by", "created_at"]
     list_filter = ["site"]
-    search_fields = ["=id", "created_by", "=correlation_id"]
+    search_fields = ["=id", "created_by", "correlation_id__exact"]
     list_select_related = ["site"]
     show_full_result_count = False
     ordering = ["-id"]

@@ -57,9 +57,9 @@ class DriftSerializer(serializers.ModelSerializer[DriftRecord]):
 class DriftFilter(django_filters.FilterSet):
     site = django_filters.NumberFilter(field_name="site_id")
     node = django_filters.NumberFilter(field_name="node_id")
-    kind = django_filters.MultipleChoiceFilter(choices=DriftKind.choices)
-    severity = django_filters.MultipleChoiceFilter(choices=Severity.choices)
-    state = django_filters.MultipleChoiceFilter(choices=DriftState.choices)
+    kind = django_filters.MultipleChoiceFilter(distinct=False, choices=DriftKind.choices)
+    severity = django_filters.MultipleChoiceFilter(distinct=False, choices=Severity.choices)
+    state = django_filters.MultipleChoiceFilter(distinct=False, choices=DriftState.choices)
 
     class Meta:
         model = DriftRecord

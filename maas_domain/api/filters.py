@@ -77,7 +77,7 @@ class SkuFilter(django_filters.FilterSet):
 class NodeFilter(django_filters.FilterSet):
     site = django_filters.NumberFilter(field_name="site_id")
     sku = django_filters.NumberFilter(field_name="sku_id")
-    state = django_filters.MultipleChoiceFilter(choices=NodeState.choices)
+    state = django_filters.MultipleChoiceFilter(distinct=False, choices=NodeState.choices)
     search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
 
     class Meta:
@@ -87,7 +87,7 @@ class NodeFilter(django_filters.FilterSet):
 
 class AllocationFilter(django_filters.FilterSet):
     node = django_filters.NumberFilter(field_name="node_id")
-    state = django_filters.MultipleChoiceFilter(choices=AllocationState.choices)
+    state = django_filters.MultipleChoiceFilter(distinct=False, choices=AllocationState.choices)
     holder = django_filters.CharFilter(lookup_expr="icontains")
 
     class Meta:

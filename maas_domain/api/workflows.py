@@ -173,7 +173,9 @@ class WorkflowFilter(django_filters.FilterSet):
     """The list filters every workflow kind has; a kind adds its own and sets ``Meta.model``."""
 
     site = django_filters.NumberFilter(field_name="site_id")
-    state = django_filters.MultipleChoiceFilter(choices=WorkflowState.choices)
+    # distinct=False here and on every choice filter: they filter the row's own column, and the
+    # DISTINCT django-filter adds by default made every filtered count sort the whole match.
+    state = django_filters.MultipleChoiceFilter(distinct=False, choices=WorkflowState.choices)
     created_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
     search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")

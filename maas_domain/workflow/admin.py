@@ -221,7 +221,9 @@ class WorkflowAdmin(ActionAdmin[Any]):
 
     list_display_links = ["id"]
     list_select_related = ["site"]
-    search_fields = ["=id", "hostname", "maas_system_id", "=correlation_id"]
+    # Substring search on the trigram-indexed columns (docs/operations.md); the id is matched in
+    # get_search_results, as Django's "=id" would compare UPPER(id::text) on every row.
+    search_fields = ["hostname", "maas_system_id", "correlation_id__exact"]
     ordering = ["-id"]
     sortable_by = ["id", "hostname", "state", "age"]
     show_full_result_count = False
@@ -230,6 +232,15 @@ class WorkflowAdmin(ActionAdmin[Any]):
     list_max_show_all = 500
     change_list_template = "admin/workflow/change_list.html"
     actions: Any = []
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term.isascii() and term.isdigit() and len(term) < 19:
+            found |= queryset.filter(pk=int(term))
+        return found, may_have_duplicates
 
     # -- the kind -------------------------------------------------------------------------------
 

@@ -301,3 +301,29 @@ def test_kind_specific_operation_is_offered_confirmed_and_run(ops: Any, monkeypa
     ops.post(f"{LIST}{done.pk}/verb/force-release/", {"reason": "no", "confirmed": "yes"})
     assert calls == [(wf.pk, "ops-admin", "stuck lease")]
     assert 'value="verb_force_release"' in ops.get(LIST).content.decode()
+
+
+def test_search_box_finds_by_hostname_system_id_correlation_id_and_number(ops: Any) -> None:
+    site = make_site()
+    rows = {  # no digits in the text, so a number can only match an id
+        "rack-a-top": make_onboarding(site, hostname="rack-a-top", maas_system_id="abcxyz"),
+        "rack-a-low": make_onboarding(site, hostname="rack-a-low", correlation_id="req-fa"),
+        "rack-b-top": make_onboarding(site, hostname="rack-b-top", maas_system_id="uvwqrs"),
+    }
+
+    def shown(term: str) -> set[str]:
+        page = ops.get(LIST, {"q": term})
+        assert page.status_code == 200, term
+        html = page.content.decode()
+        return {name for name in rows if f">{name}<" in html}
+
+    assert shown("RACK-A") == {"rack-a-top", "rack-a-low"}  # substring, any case
+    assert shown("CXY") == {"rack-a-top"}  # MAAS system id substring
+    assert shown("req-fa") == {"rack-a-low"}  # correlation id: exact only
+    assert shown("req-f") == set()
+    assert shown(str(rows["rack-b-top"].pk)) == {"rack-b-top"}  # a number is also an id
+    assert shown(f" {rows['rack-b-top'].pk} ") == {"rack-b-top"}
+    for hostile in ["9" * 30, "\u00b2", "' OR 1=1 --"]:
+        assert shown(hostile) == set(), hostile
+    shown("rack\x00")  # a NUL never reaches PostgreSQL as a 500
+    assert shown("%") == set() and shown("_") == set()  # LIKE wildcards are literal
