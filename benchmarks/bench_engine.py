@@ -2,10 +2,13 @@
 JSON file, and a dated section appended to docs/benchmarks.md.
 
 Scenarios (``--only NAME`` to run some):
-  burst      200 onboardings admitted at once on the fast clock (600x)
+  burst      200 onboardings admitted at once on the fast clock (600x), prefork pool
+  burst_threads  the same on one worker process with 8 threads (side by side: CPU per node)
   wave1000   1,000 in one batch, admission limit 1,000, one onboarding ~60 s of MAAS time
   wave100    the same 1,000 with limit 100 (ten waves)
-  recovery   200 at once; every worker is killed mid-batch and restarted
+  recovery   200 at once; every worker is killed mid-batch and restarted (production lease and
+             dispatch grace: 90 s, 120 s)
+  recovery_short  the same with a 10 s lease and a 15 s dispatch grace
 Usage: bench_engine.py [--only burst,recovery] [--json FILE] [--no-doc]
 """
 
@@ -28,10 +31,20 @@ from benchmarks.stack import Result, Scenario, Stack, maas_seconds_per_onboardin
 SCALE_60S = maas_seconds_per_onboarding() / 60.0  # one onboarding's MAAS time is about 60 s
 SCENARIOS = {
     "burst": Scenario("burst", nodes=200, limit=200, scale=600.0, sweep_seconds=1),
+    "burst_threads": Scenario(
+        "burst_threads", nodes=200, limit=200, scale=600.0, sweep_seconds=1, pool="threads"
+    ),
     "wave1000": Scenario("wave1000", nodes=1000, limit=1000, scale=SCALE_60S),
     "wave100": Scenario("wave100", nodes=1000, limit=100, scale=SCALE_60S),
-    "recovery": Scenario(
-        "recovery", nodes=200, limit=200, scale=60.0, lease_seconds=10, kill_workers_at=0.3
+    "recovery": Scenario("recovery", nodes=200, limit=200, scale=60.0, kill_workers_at=0.3),
+    "recovery_short": Scenario(
+        "recovery_short",
+        nodes=200,
+        limit=200,
+        scale=60.0,
+        kill_workers_at=0.3,
+        lease_seconds=10,
+        dispatch_grace_seconds=15,
     ),
 }
 
@@ -41,7 +54,8 @@ def table(r: Result) -> str:
     p50, p95, top = r.duration_stats()
     lines = [
         f"== {s.name}: {s.nodes} onboardings, limit {s.limit}, simulator clock {s.scale:g}x, "
-        f"{s.workers} worker processes, sweep {s.sweep_seconds}s",
+        f"{s.processes} worker process(es), pool {s.pool} x {s.workers}, "
+        f"sweep {s.sweep_seconds}s",
         f"  ended                   {dict(sorted(r.states.items()))}",
         f"  accept (HTTP)           {r.accept_seconds * 1000:.0f} ms",
         f"  wall                    {r.wall_seconds:.1f} s   ideal {r.ideal_seconds:.1f} s   "
@@ -69,7 +83,8 @@ def table(r: Result) -> str:
         lines.append(
             f"  recovery                all workers killed, restarted 3 s later; every open "
             f"workflow moved again {r.recovery['progress_again_seconds']:.1f} s after the "
-            f"restart (lease {s.lease_seconds} s); duplicate MAAS mutations: {twice}"
+            f"restart (lease {s.lease_seconds} s, dispatch grace {s.dispatch_grace_seconds} s); "
+            f"duplicate MAAS mutations: {twice}"
         )
     return "\n".join(lines)
 

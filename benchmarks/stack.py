@@ -51,6 +51,7 @@ class Scenario:
     processes: int = 1  # worker processes (celery worker commands) started
     sweep_seconds: int = 2
     lease_seconds: int = 90
+    dispatch_grace_seconds: int = 120  # production default: an unclaimed message is re-sent after
     kill_workers_at: float | None = None  # share of nodes past commission when workers die
 
 
@@ -119,6 +120,7 @@ class Stack:
             "MAASCP_DATA_DIR": str(self.dir / "data"),
             "MAASCP_WORKFLOW_SWEEP_SECONDS": str(scenario.sweep_seconds),
             "MAASCP_WORKFLOW_LEASE_SECONDS": str(scenario.lease_seconds),
+            "MAASCP_WORKFLOW_DISPATCH_GRACE_SECONDS": str(scenario.dispatch_grace_seconds),
             "MAASCP_NODE_API_URL": f"http://127.0.0.1:{self.web_port}",
             "MAASCP_LOG_LEVEL": "INFO",  # production's: every MAAS call is a log line
             "MAASCP_BENCH_STATS": str(self.stats_dir),

@@ -136,8 +136,16 @@ def _file(path: str, content: str, permissions: str = "0644") -> dict[str, str]:
     return {"path": path, "permissions": permissions, "content": content}
 
 
+# libyaml's safe dumper and loader when PyYAML has them: the pure-Python ones were a fifth of a
+# worker's CPU in an onboarding burst (docs/benchmarks.md). Same YAML subset, same safety.
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _yaml(data: Any) -> str:
-    return yaml.safe_dump(data, default_flow_style=False, sort_keys=False, allow_unicode=False)
+    return yaml.dump(
+        data, Dumper=_DUMPER, default_flow_style=False, sort_keys=False, allow_unicode=False
+    )
 
 
 def document(fb: FirstBoot) -> dict[str, Any]:
@@ -196,7 +204,7 @@ def render(fb: FirstBoot, *, node_rules: UrlRules, bundle_rules: UrlRules) -> by
         f"{int(fb.attempt)}. Values are data files; the commands never change.\n"
     )
     text = header + _yaml(intended)
-    parsed = yaml.safe_load(text)
+    parsed = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     if not isinstance(parsed, dict) or set(parsed) != KEYS or parsed != intended:
         raise PayloadRefused("payload", "the rendered document does not match its structure")
     return text.encode("ascii")

@@ -2,10 +2,17 @@
 script and the site bundle (docs/security.md): no redirect is followed (a redirect is reported
 with where it points), at most ``CAP`` bytes of a body are read (HEAD first; GET only when HEAD
 is not allowed), every request has connect/read timeouts and an overall deadline, and
-link-local or metadata targets are refused unless the deployment allows them."""
+link-local or metadata targets are refused unless the deployment allows them.
+
+A URL that answered is remembered per process for ``FETCHABLE_SECONDS``: a batch's preflights
+check the same bootstrap endpoint, agent script and bundle, and the first two are the control
+plane's own node routes, throttled per source address (``MAASCP_NODE_REQUESTS_PER_MINUTE``), so
+a 1,000-node batch from one worker host would otherwise throttle itself and fail its own
+preflights. A failure is never remembered: the next preflight checks again."""
 
 from __future__ import annotations
 
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -16,10 +23,34 @@ from maas_domain import urlsafety
 CAP = 64 << 10
 TIMEOUT = (3.0, 5.0)
 DEADLINE = 10.0
+FETCHABLE_SECONDS = 60.0
+
+_lock = threading.Lock()
+_fetchable_until: dict[str, float] = {}
+
+
+def forget() -> None:
+    """Drop what this process remembers (tests; a URL's answer may change between them)."""
+    with _lock:
+        _fetchable_until.clear()
 
 
 def fetch_problem(url: str) -> str:
     """'' when the URL answers below 300; otherwise why not (a short sentence)."""
+    now = time.monotonic()
+    with _lock:
+        if _fetchable_until.get(url, 0.0) > now:
+            return ""
+    problem = _check(url)
+    if not problem:
+        with _lock:
+            if len(_fetchable_until) > 1000:
+                _fetchable_until.clear()
+            _fetchable_until[url] = now + FETCHABLE_SECONDS
+    return problem
+
+
+def _check(url: str) -> str:
     parts = urlsplit(url)
     if problem := urlsafety.resolved_problem(parts.hostname or "", parts.port):
         return f"refused: {problem}"

@@ -32,7 +32,10 @@ settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.Loc
 def _fresh_rate_limits() -> None:
     from django.core.cache import cache
 
+    from onboarding import fetchcheck
+
     cache.clear()
+    fetchcheck.forget()  # a URL fetchable in one test may be made to fail in the next
 
 
 def _client_for(user: Any | None) -> APIClient:

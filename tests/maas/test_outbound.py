@@ -189,3 +189,21 @@ def test_the_probe_keeps_a_short_sanitised_excerpt(cp_api: APIClient) -> None:
     site.refresh_from_db()
     stored = str(site.probe_result)
     assert "\x1b" not in stored and "\x00" not in stored
+
+
+def test_a_batch_of_preflights_does_not_throttle_itself_on_the_node_routes(
+    live_server: Any, settings: Any
+) -> None:
+    """Every preflight checks the control plane's own node routes from the worker's address;
+    under the per-address limit a batch must not get 429s from itself (docs/security.md, T6)."""
+    from onboarding.fetchcheck import fetch_problem, forget
+
+    settings.NODE_REQUESTS_PER_MINUTE = 3
+    health = f"{live_server.url}/api/v1/node/health"
+    agent = f"{live_server.url}/api/v1/node/agent/{settings.NODE_AGENT_VERSION}/bootstrap.sh"
+    assert [fetch_problem(url) for _ in range(50) for url in (health, agent)] == [""] * 100
+    # the limit is real (2 of 3 requests used above) and a refusal is not remembered
+    forget()
+    assert [fetch_problem(health) for _ in range(3)] == ["", "", ""]  # the 3rd request, kept
+    forget()
+    assert [fetch_problem(health) for _ in range(2)] == ["HTTP 429", "HTTP 429"]
