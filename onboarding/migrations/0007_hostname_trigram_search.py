@@ -1,32 +1,11 @@
-"""Substring search on hostnames and MAAS system ids (``icontains``, the API's ``search`` and
-the admin's search box) served by trigram indexes on PostgreSQL; nothing on SQLite."""
+"""Substring search on hostnames and MAAS system ids: trigram indexes on PostgreSQL
+(maas_domain/db/trigram.py)."""
 
 from django.db import migrations
 
-INDEXES = [
-    ("node_onboardings_hostname_trgm", "node_onboardings", "hostname"),
-    ("node_onboardings_system_id_trgm", "node_onboardings", "maas_system_id"),
-]
-
-
-def create(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-    for name, table, column in INDEXES:
-        schema_editor.execute(
-            f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" '
-            f'USING gin ((UPPER("{column}"::text)) gin_trgm_ops)'
-        )
-
-
-def drop(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    for name, _, _ in INDEXES:
-        schema_editor.execute(f'DROP INDEX IF EXISTS "{name}"')
+from maas_domain.db.trigram import trigram_indexes
 
 
 class Migration(migrations.Migration):
     dependencies = [("onboarding", "0006_live_run")]
-    operations = [migrations.RunPython(create, drop)]
+    operations = [trigram_indexes("node_onboardings", "hostname", "maas_system_id")]
