@@ -31,6 +31,8 @@ from django.http import HttpRequest
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
+from maas_domain import context
+
 
 class Action(StrEnum):
     READ = "read"
@@ -92,12 +94,13 @@ def user_rank(user: Any) -> int:
 
 
 def allowed(user: Any, action: Action, token: Any = None) -> bool:
-    """May ``user`` (through ``token``, when the request carries one) do ``action``?"""
+    """May ``user`` (through ``token``, else the token the current request authenticated with,
+    if any) do ``action``?"""
     need = RANK[action]
     if user_rank(user) < need:
         return False
-    scope = getattr(token, "scope", None)
-    return token is None or scope is None or RANK[Action(scope)] >= need
+    scope = getattr(token, "scope", None) if token is not None else context.api_token_scope.get()
+    return scope is None or RANK[Action(scope)] >= need
 
 
 def required(request: Request, view: Any) -> Action:

@@ -46,7 +46,7 @@ from maas_domain.services import sites as site_services
 from maas_domain.services import skus as sku_services
 from maas_domain.services.credentials import site_credentials_metadata, site_credentials_write
 from maas_domain.services.probe import site_probe
-from maas_domain.services.tokens import api_token_revoke
+from maas_domain.services.tokens import api_token_list, api_token_revoke
 from maas_domain.validators import interface_error, ipv4_subnet_error
 from maas_domain.workflow.admin import humanize_age
 
@@ -686,6 +686,10 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     exclude = ["key_hash"]
     list_select_related = ["user"]
     actions = ["revoke_tokens"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
+        """What the API's ``GET /tokens`` shows this user: their own, or (admin) everyone's."""
+        return api_token_list(actor=request.user)
 
     @admin.action(description="Revoke selected tokens")
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:

@@ -46,6 +46,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if token.last_used_at is None or now - token.last_used_at > _LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         context.api_token_id.set(token.pk)
+        context.api_token_scope.set(token.scope)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

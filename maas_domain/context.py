@@ -20,6 +20,9 @@ correlation_id: ContextVar[str | None] = ContextVar("correlation_id", default=No
 log_fields: ContextVar[dict[str, Any] | None] = ContextVar("log_fields", default=None)
 # The API token a request authenticated with (its id): audit rows name it.
 api_token_id: ContextVar[int | None] = ContextVar("api_token_id", default=None)
+# ... and its scope: every authorization check of the request honours it (maas_domain/access.py),
+# the services' own checks included, not only the view's.
+api_token_scope: ContextVar[str | None] = ContextVar("api_token_scope", default=None)
 
 
 def new_correlation_id() -> str:

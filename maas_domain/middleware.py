@@ -33,11 +33,14 @@ class CorrelationIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         cid = context.clean_correlation_id(request.headers.get(HEADER))
-        token = context.api_token_id.set(None)  # set by the token authentication, if any
+        # set by the token authentication, if any
+        token = context.api_token_id.set(None)
+        scope = context.api_token_scope.set(None)
         try:
             with context.bound(cid):
                 response = self.get_response(request)
         finally:
+            context.api_token_scope.reset(scope)
             context.api_token_id.reset(token)
         response[HEADER] = cid
         return response

@@ -13,14 +13,15 @@ import re
 
 REDACTED = "[redacted]"
 # A key whose value is secret (audit rows, log ``extra`` fields, key=value text).
-SECRET_NAME = re.compile(
-    r"(password|passwd|power_pass|secret|token|api_?key|credential|signature|authorization)",
-    re.IGNORECASE,
-)
+_KEYS = r"password|passwd|secret|token|api[-_]?key|credential|signature"
+SECRET_NAME = re.compile(rf"({_KEYS}|power_pass|authorization)", re.IGNORECASE)
+_TEXT_KEYS = rf"{_KEYS}|_pass|\bsig"  # in free text: also x_pass, sig=
+# a quoted value up to its closing quote, escaped quotes inside included
+_QUOTED = r"""(["'])(?:\\.|(?!\2)[^\\])*\2"""
 _SHAPES = [
     # Authorization: the whole quoted value (it has quotes inside), else the rest of the line
     (
-        re.compile(r"""(?i)(authorization["']?\s*[:=]\s*)(["'])(?:(?!\2).)*\2"""),
+        re.compile(r"""(?i)(authorization["']?\s*[:=]\s*)""" + _QUOTED),
         r"\1\2" + REDACTED + r"\2",
     ),
     (
@@ -32,15 +33,14 @@ _SHAPES = [
     # for secret-looking keys (query strings, bodies, dict reprs)
     (
         re.compile(
-            r"""(?i)([\w.-]*(?:password|passwd|_pass|secret|token|api_?key|credential|"""
-            r"""signature|\bsig)\b["']?\s*[:=]\s*)(["'])(?!\[redacted\])(?:(?!\2).)*\2"""
+            rf"""(?i)([\w.-]*(?:{_TEXT_KEYS})\b["']?\s*[:=]\s*)(?!["']\[redacted\])""" + _QUOTED
         ),
         r"\1\2" + REDACTED + r"\2",
     ),
     (
         re.compile(
-            r"""(?i)([\w.-]*(?:password|passwd|_pass|secret|token|api_?key|credential|"""
-            r"""signature|\bsig)\b["']?\s*[:=]\s*+)(?!["'])(?!\[redacted\])[^"'&,;\s}\]]+"""
+            rf"""(?i)([\w.-]*(?:{_TEXT_KEYS})\b["']?\s*[:=]\s*+)(?!["'])(?!\[redacted\])"""
+            r"""[^"'&,;\s}\]]+"""
         ),
         r"\1" + REDACTED,
     ),

@@ -28,6 +28,7 @@ from maas_domain import throttling
 from maas_domain.access import Action, WorkflowActions
 from maas_domain.api import workflows
 from maas_domain.api.idempotency import idempotent
+from maas_domain.api.params import flag
 from maas_domain.api.schema import IDEMPOTENCY_KEY
 from maas_domain.api.serializers import IPv4Field, StrictMixin, hostname_field
 from maas_domain.observability import metrics
@@ -340,7 +341,7 @@ class OnboardingViewSet(
         examples=[START_EXAMPLE],
     )
     def create(self, request: Request) -> Response:
-        if request.query_params.get("dry_run", "").lower() in ("1", "true", "yes"):
+        if flag(request, "dry_run"):
             body = OnboardingStartSerializer(data=request.data)
             body.is_valid(raise_exception=True)
             return Response(services.onboarding_preflight(**body.validated_data))

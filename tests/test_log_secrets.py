@@ -171,3 +171,24 @@ def test_a_real_onboarding_at_debug_logs_no_secret(
     assert leaks(text, secrets) == []
     for line in debug_logging.stream.getvalue().splitlines():
         json.loads(line)
+
+
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("GET /x?x-api-key=XYZSECRET123&y=1", "XYZSECRET123"),
+        ('{"api-key": "SECRETAPI99", "site": "dc1"}', "SECRETAPI99"),
+        ('{"password": "ab\\"cd-SECRET1", "user": "bob"}', "cd-SECRET1"),
+        ("power_pass='p\\'w-SECRET2' user=admin", "w-SECRET2"),
+        ('Authorization: "OAuth oauth_signature=\\"&SIG3\\"", next', "SIG3"),
+    ],
+)
+def test_hyphenated_keys_and_escaped_quotes_do_not_let_a_secret_through(
+    line: str, secret: str
+) -> None:
+    """Shapes a reviewer found passing through: ``api-key`` with a hyphen, and a quoted value
+    whose escaped quote ended the match early."""
+    from maas_domain.redaction import redact_text
+
+    shown = redact_text(line)
+    assert secret not in shown and "[redacted]" in shown, shown

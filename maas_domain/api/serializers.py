@@ -22,7 +22,13 @@ from maas_domain.models import (
 )
 from maas_domain.pki import MAX_BUNDLE_BYTES, describe_ca_bundle
 from maas_domain.policy import policy_sources, resolve_policy
-from maas_domain.validators import HOSTNAME, interface_error, ipv4_error, ipv4_subnet_error
+from maas_domain.validators import (
+    HOSTNAME,
+    hostname_error,
+    interface_error,
+    ipv4_error,
+    ipv4_subnet_error,
+)
 
 
 class StrictMixin:
@@ -66,15 +72,18 @@ class PolicyField(serializers.JSONField):
 HTTP_URL = URLValidator(schemes=["http", "https"])
 
 
-def hostname_field(**kwargs: Any) -> serializers.RegexField:
-    """A hostname as MAAS and the node agent accept it (maas_domain/validators.py)."""
-    return serializers.RegexField(
-        HOSTNAME.pattern,
-        max_length=63,
-        error_messages={"invalid": "Not a valid hostname: 1-63 lowercase letters, digits or "
-                        "hyphens, not starting or ending with a hyphen."},
-        **kwargs,
-    )  # fmt: skip
+@extend_schema_field({"type": "string", "maxLength": 63, "pattern": f"^{HOSTNAME.pattern}$"})
+class HostnameField(serializers.CharField):
+    """A hostname as MAAS and the node agent accept it: the whole value matches
+    (maas_domain/validators.py); never trimmed, so ``"c07u40\\n"`` is refused, not corrected."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=63, trim_whitespace=False, **kwargs)
+        self.validators.append(_validator(hostname_error))
+
+
+def hostname_field(**kwargs: Any) -> HostnameField:
+    return HostnameField(**kwargs)
 
 
 @extend_schema_field({"type": "string", "format": "ipv4"})

@@ -30,6 +30,7 @@ from maas_domain.api.filters import (
     SkuFilter,
 )
 from maas_domain.api.pagination import Pagination
+from maas_domain.api.params import flag
 from maas_domain.api.schema import IF_MATCH, path_id
 from maas_domain.api.serializers import (
     AllocationCreateSerializer,
@@ -89,17 +90,18 @@ def with_etag(response: Response, revision: int) -> Response:
     return response
 
 
-def flag(request: Request, name: str, default: bool = False) -> bool:
-    """A boolean query parameter: true/false (1/0, yes/no); anything else is a 400."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise InvalidInput("Invalid query parameter.", fields={name: ["Must be true or false."]})
+class RevisionedMixin(mixins.RetrieveModelMixin):
+    """A row with a ``revision``: read with its ETag, and every write answers the row as read
+    back (its new revision as the ETag), so ``If-Match`` works from any answer."""
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        row = self.get_object()  # type: ignore[attr-defined]
+        return with_etag(Response(self.get_serializer(row).data), row.revision)  # type: ignore[attr-defined]
+
+    def _answer(self, row: Any, code: int = status.HTTP_200_OK) -> Response:
+        row = self.get_queryset().get(pk=row.pk)  # type: ignore[attr-defined]
+        data = self.get_serializer(row).data  # type: ignore[attr-defined]
+        return with_etag(Response(data, status=code), row.revision)
 
 
 @extend_schema_view(
@@ -124,9 +126,7 @@ def flag(request: Request, name: str, default: bool = False) -> bool:
         responses={200: ProbeResultSerializer},
     ),
 )  # fmt: skip
-class SiteViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[MaasSite]
-):
+class SiteViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[MaasSite]):
     """``/maas-sites``: create, list, read, patch, disable (DELETE), write credentials."""
 
     serializer_class = SiteSerializer
@@ -139,10 +139,6 @@ class SiteViewSet(
             .prefetch_related("credentials")
             .order_by("name")
         )
-
-    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        site = self.get_object()
-        return with_etag(Response(self.get_serializer(site).data), site.revision)
 
     def create(self, request: Request) -> Response:
         serializer = self.get_serializer(data=request.data)
@@ -186,10 +182,6 @@ class SiteViewSet(
             probe_services.site_probe(actor=request.user, site_id=site.pk, **body.validated_data)
         )
 
-    def _answer(self, site: MaasSite, code: int = status.HTTP_200_OK) -> Response:
-        site = self.get_queryset().get(pk=site.pk)
-        return with_etag(Response(self.get_serializer(site).data, status=code), site.revision)
-
 
 class SiteScopedMixin:
     """For resources under ``/maas-sites/{site_pk}/``: the site must exist (404 otherwise)."""
@@ -214,10 +206,7 @@ class SiteScopedMixin:
 )
 @extend_schema(tags=["profiles"], parameters=[path_id("site_pk", "The site.")])
 class ProfileViewSet(
-    SiteScopedMixin,
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    viewsets.GenericViewSet[SiteProfile],
+    SiteScopedMixin, RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[SiteProfile]
 ):
     serializer_class = ProfileSerializer
     filterset_class = ProfileFilter
@@ -226,10 +215,6 @@ class ProfileViewSet(
         if getattr(self, "swagger_fake_view", False):  # schema generation: no request
             return SiteProfile.objects.none()
         return SiteProfile.objects.filter(site=self.site).select_related("site").order_by("name")
-
-    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        profile = self.get_object()
-        return with_etag(Response(self.get_serializer(profile).data), profile.revision)
 
     def create(self, request: Request, site_pk: str) -> Response:
         serializer = self.get_serializer(data=request.data)
@@ -261,10 +246,6 @@ class ProfileViewSet(
             expected_revision=expected_revision(request),
         )
         return self._answer(profile)
-
-    def _answer(self, profile: SiteProfile, code: int = status.HTTP_200_OK) -> Response:
-        profile = self.get_queryset().get(pk=profile.pk)
-        return with_etag(Response(self.get_serializer(profile).data, status=code), profile.revision)
 
 
 @extend_schema_view(
@@ -325,7 +306,7 @@ class RoceAssignmentViewSet(
     ),
 )
 @extend_schema(tags=["skus"])
-class SkuViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Sku]):
+class SkuViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[Sku]):
     """``/skus``: create, list, read, patch; DELETE removes an unreferenced SKU (204) and
     disables a referenced one (200, ``active: false``)."""
 
@@ -334,10 +315,6 @@ class SkuViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self) -> QuerySet[Sku]:
         return Sku.objects.annotate(node_count=Count("nodes")).order_by("code")
-
-    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        sku = self.get_object()
-        return with_etag(Response(self.get_serializer(sku).data), sku.revision)
 
     def create(self, request: Request) -> Response:
         body = self.get_serializer(data=request.data)
@@ -365,10 +342,6 @@ class SkuViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if kept is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return self._answer(kept)
-
-    def _answer(self, sku: Sku, code: int = status.HTTP_200_OK) -> Response:
-        sku = self.get_queryset().get(pk=sku.pk)
-        return with_etag(Response(self.get_serializer(sku).data, status=code), sku.revision)
 
 
 @extend_schema_view(

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from maas_domain.api.filters import UtcIsoDateTimeFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.pagination import Pagination
+from maas_domain.api.params import flag
 from maas_domain.api.schema import IDEMPOTENCY_KEY
 from maas_domain.api.serializers import StrictMixin
 from maas_domain.errors import InvalidInput
@@ -229,7 +230,7 @@ def verb(
 ) -> Response:
     """POST /{kind}s/{id}/{verb}[?dry_run=true] with optional {reason, confirm}."""
     get_object_or_404(kind.model, pk=pk)
-    dry_run = request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
+    dry_run = flag(request, "dry_run")
 
     def run() -> Response:
         body = VerbSerializer(data=request.data)

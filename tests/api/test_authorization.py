@@ -246,3 +246,17 @@ def test_every_audit_row_names_the_token_that_acted(admin_user: Any) -> None:
     )
     assert patched.status_code == 200, patched.content
     assert AuditLog.objects.get(action="maas_site.update").api_token_id is None
+
+
+def test_a_reader_sees_only_their_own_tokens_on_the_admin_page(client: Any) -> None:
+    from tests.support.tokens import bearer_token
+
+    other = get_user_model().objects.create_user("token-owner", is_staff=True)
+    bearer_token(other, scope="admin", name="owner-token")
+    page = admin_client(client, "maascp-read").get("/admin/maas_domain/apitoken/")
+    assert page.status_code == 200
+    assert "owner-token" not in page.content.decode()
+    boss = get_user_model().objects.create_user("boss", password="x", is_staff=True)
+    boss.groups.add(Group.objects.get(name="maascp-admin"))
+    client.force_login(boss)
+    assert "owner-token" in client.get("/admin/maas_domain/apitoken/").content.decode()

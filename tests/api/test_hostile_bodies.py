@@ -155,3 +155,27 @@ def test_an_oversized_body_is_refused_without_a_500(anon_api: APIClient, setting
     body = b'{"onboarding_id": 1, "hostname": "' + b"a" * 20_000 + b'"}'
     response = send(anon_api, "POST", "/api/v1/node/enroll", body)
     assert response.status_code in (400, 413), response.content
+
+
+def test_a_body_built_to_make_a_pattern_backtrack_is_refused_at_once(
+    anon_api: APIClient,
+) -> None:
+    """An unterminated run of escaped quotes: a regular expression over the raw text took time
+    quadratic in its length (hours at the upload limit), before authentication or throttling.
+    The parser is linear; the bound here is a gate against that, not a speed target."""
+    import time
+
+    body = b'{"hostname": "' + b'\\"' * 1_000_000
+    started = time.monotonic()
+    response = send(anon_api, "POST", "/api/v1/node/enroll", body)
+    assert response.status_code == 400, response.content
+    assert time.monotonic() - started < 10
+
+
+def test_an_escaped_backslash_before_u0000_is_text_not_a_nul(api: APIClient) -> None:
+    """``"\\\\u0000"`` is a backslash then ``u0000``: no NUL, so no parse error (the serializer
+    judges the value)."""
+    body = b'{"name": "a\\\\u0000b"}'
+    response = send(api, "POST", "/api/v1/admin/maas-sites", body)
+    assert response.status_code == 400
+    assert response.json()["error"] != "parse_error", response.json()

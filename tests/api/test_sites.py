@@ -240,3 +240,36 @@ def test_site_with_open_workflows_cannot_be_disabled(api: APIClient) -> None:
     assert not AuditLog.objects.exists()
     type(running).objects.filter(pk=running.pk).update(state="cancelled")  # it ended meanwhile
     assert api.delete(f"{URL}/{site.pk}").status_code == 200
+
+
+@pytest.mark.parametrize("bad", ["-x-", "Bad Host;rm", "c07u40\n", " c07u40", "a" * 64, "x_y"])
+def test_the_hostname_field_matches_the_whole_value_and_never_trims(bad: str) -> None:
+    """The serializer alone (no service behind it) refuses what the validator refuses."""
+    from maas_domain.api.serializers import SiteSerializer
+
+    body = SiteSerializer(data=site_body(approved_hosts=["ok-1", bad]))
+    assert not body.is_valid()
+    assert "approved_hosts" in body.errors
+
+
+def test_the_published_hostname_pattern_is_anchored() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).parents[2] / "docs" / "openapi.yaml").read_text())
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            pattern = node.get("pattern")
+            if isinstance(pattern, str) and "[a-z0-9-]{0,61}" in pattern:
+                found.append(pattern)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(doc)
+    assert found and all(p.startswith("^") and p.endswith("$") for p in found), found

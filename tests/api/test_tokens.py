@@ -53,3 +53,20 @@ def test_unknown_token_is_404_and_tokens_are_admin_only(
 ) -> None:
     assert api.post(f"{URL}/999999/revoke").status_code == 404
     assert user_api.get(URL).status_code == 403
+
+
+def test_a_read_scoped_token_of_an_admin_sees_only_its_users_tokens(admin_user: object) -> None:
+    """The token's scope bounds every check of the request, the service's own included."""
+    from django.contrib.auth import get_user_model
+
+    from tests.support.tokens import bearer_token
+
+    other = get_user_model().objects.create_user("someone-else", is_staff=True)
+    bearer_token(other, scope="admin", name="theirs")
+    reader = APIClient()
+    reader.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer_token(admin_user, scope='read')}")
+    names = {row["name"] for row in reader.get(URL).json()["results"]}
+    assert "theirs" not in names and names
+    admin = APIClient()
+    admin.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer_token(admin_user, scope='admin')}")
+    assert "theirs" in {row["name"] for row in admin.get(URL).json()["results"]}

@@ -229,6 +229,20 @@ def test_dry_run_describes_and_changes_nothing(api: APIClient) -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("typo", ["ture", "on", "y", "dry"])
+def test_a_mistyped_dry_run_is_a_400_and_never_runs_the_verb(api: APIClient, typo: str) -> None:
+    wf = make_onboarding(make_site(), state="running", stage="deploy")
+    answer = api.post(f"{URL}/{wf.pk}/cancel?dry_run={typo}", {}, format="json")
+    assert answer.status_code == 400, answer.json()
+    assert "dry_run" in answer.json()["fields"]
+    wf.refresh_from_db()
+    assert wf.state == "running"
+    assert not AuditLog.objects.exists()
+    start = api.post(f"/api/v1/admin/onboardings?dry_run={typo}", {}, format="json")
+    assert start.status_code == 400 and "dry_run" in start.json()["fields"]
+
+
+@pytest.mark.django_db
 def test_idempotency_key_replays_and_rejects_a_different_body(api: APIClient) -> None:
     wf = make_onboarding(make_site(), state="failed", stage="deploy")
     first = verb(api, wf.pk, "retry", {"reason": "x"}, HTTP_IDEMPOTENCY_KEY="k-1")
