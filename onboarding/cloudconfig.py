@@ -15,6 +15,7 @@ refuses to return it unless it equals the intended document exactly.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,9 @@ _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _PEM = re.compile(r"[\x20-\x7e\n]*")
 
 
+@functools.cache
 def _script(name: str) -> str:
+    """A fixed first-boot script, read once per process (they ship with the code)."""
     return (_TEMPLATES / name).read_text()
 
 

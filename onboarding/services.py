@@ -250,7 +250,7 @@ def onboarding_start_batch(
         }
         held = {
             w["hostname"]: w
-            for w in open_workflows(node_id__in=[n.pk for n in nodes.values()])
+            for w in open_workflows(limit=None, node_id__in=[n.pk for n in nodes.values()])
             if w["kind"] != "onboarding"
         }
         bmc = _bmc_holders(site, {r["hostname"]: r["ipmi_ip"] for r in rows})

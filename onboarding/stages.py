@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from maas_domain import urlsafety
+from maas_domain import redaction, urlsafety
 from maas_domain.errors import Conflict
 from maas_domain.maas.errors import MaasNotFound
 from maas_domain.maas.factory import client_for_site
@@ -250,16 +250,11 @@ def _discovery_wait(ctx: Ctx, machine: Machine, updates: dict[str, Any]) -> Resu
     """A power-cycled machine with no NIC yet: the box may have enlisted itself as another New
     machine carrying the same BMC address (MAAS did not match its boot to this record)."""
     wf, maas = ctx.wf, ctx.maas
-    same_bmc = sorted(
-        sid
-        for sid, addr in maas.power_addresses().items()
-        if addr == wf.ipmi_ip and sid != machine.system_id
-    )
-    enlisted = (
-        [m for m in maas.list_machines(system_ids=same_bmc) if m.status == S.NEW]
-        if same_bmc  # no ids would list every machine
-        else []
-    )
+    # the New machines first (few), then only their BMC addresses: this runs on every wake
+    new = {m.system_id: m for m in maas.list_machines(statuses=["new"])}
+    new.pop(machine.system_id, None)
+    addresses = maas.power_addresses(system_ids=sorted(new)) if new else {}
+    enlisted = [new[s] for s, addr in sorted(addresses.items()) if addr == wf.ipmi_ip and s in new]
     stranger = _single(enlisted, f"IPMI address {wf.ipmi_ip} (enlisted when power-cycled)")
     if stranger is not None:
         if not wf.created_machine:
@@ -271,7 +266,6 @@ def _discovery_wait(ctx: Ctx, machine: Machine, updates: dict[str, Any]) -> Resu
                 candidates=[machine.system_id, stranger.system_id],
             )
         if machine.status in (S.COMMISSIONING, S.TESTING) and not ctx.sent("abort"):
-            ctx.heartbeat("abort")
             maas.abort(machine.system_id, comment=f"onboarding {wf.pk}: the box enlisted itself")
         maas.delete_machine(machine.system_id)
         ctx.event("maas.action", f"deleted {machine.system_id}: the box enlisted itself instead")
@@ -464,7 +458,11 @@ def reachability(ctx: Ctx) -> Result:
             )
         urls = [url for _, url in _fetch_targets(ctx)]
         maas.test(sid, testing_scripts=[script], parameters={f"{script}_url": ",".join(urls)})
-        ctx.event("maas.action", f"{script} started on the machine", urls=urls)
+        ctx.event(
+            "maas.action",
+            f"{script} started on the machine",
+            urls=[urlsafety.display(url) for url in urls],
+        )
         return Wait(f"running {script} on the machine", sid, int(S.TESTING), POLL)
     sets = maas.script_results(sid, result_type="testing", include_output=True)
     found = next((r for s in sets[::-1] for r in s.results if r.name == script), None)
@@ -473,7 +471,7 @@ def reachability(ctx: Ctx) -> Result:
             "reachability",
             f"MAAS has no result of testing script {script}: is it registered in MAAS?",
         )
-    output = found.output.strip()
+    output = _shown_output(found.output, [url for _, url in _fetch_targets(ctx)])
     if found.status_name == "Passed":
         ctx.event("reachability.checked", f"{script} passed on the machine", output=output[:2000])
         return Done(f"the node's network reaches the control plane ({script} passed)")
@@ -485,6 +483,14 @@ def reachability(ctx: Ctx) -> Result:
         f"{script} {found.status_name.lower()} on the machine: {output[:400] or '(no output)'}",
         {"script": script, "maas_status": machine.status_name},
     )
+
+
+def _shown_output(output: str, urls: list[str]) -> str:
+    """The script's output as it may be stored (timeline, reason, events): the URLs it was given
+    shown without their query (a presigned bundle URL's signature), other secret shapes blanked."""
+    for url in urls:
+        output = output.replace(url, urlsafety.display(url))
+    return redaction.redact_text(output.strip())
 
 
 def _reachability_applies(wf: Onboarding) -> bool:
@@ -620,12 +626,10 @@ def _retry_or_fail(
         ctx.data.pop("sent", None)  # the redeploy is a new, separate mutation sequence
         ctx.data.pop("datasource_seen", None)
     if in_progress:
-        ctx.heartbeat("abort")
         ctx.maas.abort(machine.system_id, comment=comment)
         if retry:
             return Wait("aborting before redeploy", machine.system_id, int(machine.status), POLL)
     elif retry:
-        ctx.heartbeat("release")
         ctx.maas.release(machine.system_id, comment=comment)
         return Wait("releasing before redeploy", machine.system_id, int(S.RELEASING), POLL)
     return Fail(failure, f"deploy failed ({failure}): {evidence}", {"deploy_tries": tries})
@@ -675,7 +679,6 @@ def deploy(ctx: Ctx) -> Result:
         return Wait("releasing before redeploy", machine.system_id, int(status), POLL)
     if status == S.ALLOCATED and ctx.sent("abort") and not ctx.sent("release"):
         # aborted for a redeploy: the prototype releases back to Ready first
-        ctx.heartbeat("release")
         maas.release(machine.system_id, comment=f"onboarding {wf.pk}: release after abort")
         return Wait("releasing before redeploy", machine.system_id, int(S.RELEASING), POLL)
     if status == S.FAILED_DEPLOYMENT and ctx.sent("deploy"):
@@ -685,7 +688,6 @@ def deploy(ctx: Ctx) -> Result:
         # A failed deployment this stage run did not cause (a retry, rerun or adopt): MAAS
         # refuses to deploy from here, so release first (no erase) and deploy when Ready.
         ctx.event("retry.decision", "machine is Failed deployment: release, then deploy")
-        ctx.heartbeat("release")
         maas.release(machine.system_id, comment=f"onboarding {wf.pk}: release before redeploy")
         return Wait("releasing before redeploy", machine.system_id, int(S.RELEASING), POLL)
     if status in (S.READY, S.ALLOCATED):
@@ -811,7 +813,6 @@ def reset(ctx: Ctx) -> Result:
     if machine.status in IN_MOTION:
         return Wait("waiting for MAAS to settle", machine.system_id, int(machine.status), POLL)
     if machine.status in RELEASABLE:
-        ctx.heartbeat("release")
         maas.release(machine.system_id, comment=f"restart-clean of onboarding {wf.pk}")
         return Wait("releasing before reset", machine.system_id, int(S.RELEASING), POLL)
     if wf.created_machine:

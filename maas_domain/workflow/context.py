@@ -32,6 +32,10 @@ def lease_seconds() -> float:
     return float(settings.WORKFLOW_LEASE_SECONDS)
 
 
+# Timeline entry kinds that describe a MAAS mutation sent (kept across a rerun).
+SENT_ENTRIES = frozenset({"maas.action", "fallback.step"})
+
+
 class StageContext(Generic[M]):
     """One execution's view of one workflow. The row it holds is the truth as of its last
     write: ``write`` stores fields with a compare-and-swap on the lease, the state and
@@ -48,10 +52,12 @@ class StageContext(Generic[M]):
         self.events: list[tuple[str, str, dict[str, Any]]] = []
         self.data: dict[str, Any] = dict(wf.stage_data or {})
 
-    def next_stage(self) -> None:
+    def next_stage(self, *, rerun: bool = False) -> None:
         """The engine moves on to the row's (next or re-read) stage within one execution: the
-        MAAS client and the policy stay, the timeline entries and the scratch dict start over."""
-        self.events = []
+        MAAS client and the policy stay, the timeline entries and the scratch dict start over.
+        On a rerun the entries of MAAS mutations already sent stay: the intent log keeps the
+        rerun from sending them again, so it would not describe them again either."""
+        self.events = [e for e in self.events if e[0] in SENT_ENTRIES] if rerun else []
         self.data = dict(self.wf.stage_data or {})
 
     @cached_property

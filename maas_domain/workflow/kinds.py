@@ -231,15 +231,18 @@ def effective_stage_timeouts(policy: Policy) -> dict[str, int]:
     return table
 
 
-def open_workflows(**filters: Any) -> list[dict[str, Any]]:
-    """Every open workflow of any kind matching ``filters`` (e.g. site=…, node_id=…), as
-    small dicts: how a site or node learns what is still open on it."""
+def open_workflows(*, limit: int | None = 50, **filters: Any) -> list[dict[str, Any]]:
+    """Open workflows of any kind matching ``filters`` (e.g. site=…, node_id=…), as small dicts:
+    how a site or node learns what is still open on it. At most ``limit`` per kind (enough to
+    name them in a refusal); ``None`` when every one matters (a batch's conflict check)."""
     found: list[dict[str, Any]] = []
     for kind in KINDS.values():
         rows = kind.model.objects.filter(kind.model.open_filter(), **filters).values(
             "id", "hostname", "state"
-        )[:50]
-        found.extend({"kind": kind.name, **row} for row in rows)
+        )
+        found.extend(
+            {"kind": kind.name, **row} for row in (rows if limit is None else rows[:limit])
+        )
     return found
 
 

@@ -280,14 +280,16 @@ def poll_site(site_id: int) -> int:
     if not waiting:
         return 0
     site = MaasSite.objects.get(pk=site_id)
+    seen: dict[str, int] = {}
+    ids = sorted({sid for _, _, sid, _ in waiting})
     try:
         client = client_for_site(site)
-        seen: dict[str, int] = {}
-        ids = sorted({sid for _, _, sid, _ in waiting})
-        for i in range(0, len(ids), 100):
-            for m in client.list_machines(system_ids=ids[i : i + 100]):
-                seen[m.system_id] = int(m.status)
-        client.close()
+        try:
+            for i in range(0, len(ids), 100):
+                for m in client.list_machines(system_ids=ids[i : i + 100]):
+                    seen[m.system_id] = int(m.status)
+        finally:
+            client.close()
     except (MaasError, SecretsError) as exc:
         log.warning("site poll of %s failed: %s", site.name, exc)
         return 0

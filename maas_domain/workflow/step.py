@@ -9,6 +9,7 @@ becomes MAAS calls") walks through it.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import random
 import time
@@ -28,6 +29,7 @@ from maas_domain import context, events
 from maas_domain.maas.errors import MaasError, MaasTransient
 from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
+from maas_domain.secrets.sites import CredentialNotConfirmed
 from maas_domain.workflow.context import StageContext, lease_seconds
 from maas_domain.workflow.dispatch import ADVANCE, admit_after_commit, enqueue
 from maas_domain.workflow.kinds import KINDS, M, WorkflowKind
@@ -85,7 +87,8 @@ def run(kind_name: str, pk: int, dispatch: int) -> str:
                     reruns += 1
                     if reruns > MAX_RERUNS:
                         return _hand_off(ctx)
-                ctx.next_stage()  # NEXT: the next stage, or RERUN: the row's stage once more
+                # NEXT: the next stage, or RERUN: the row's stage once more
+                ctx.next_stage(rerun=outcome is Recorded.RERUN)
     finally:
         ctx.close()
 
@@ -170,6 +173,10 @@ def execute(ctx: StageContext[M]) -> Result | None:
         return Retry("maas_transient", exc.message, after=_backoff(wf.stage_tries, exc.retry_after))
     except MaasError as exc:
         return Fail(f"maas_{exc.kind}", f"MAAS refused {exc.operation}: {exc.message}")
+    except CredentialNotConfirmed as exc:
+        # not an outage: only an operator confirming the new MAAS URL clears it
+        # (docs/security.md, T2), so waiting out the retries would only delay the failure
+        return Fail("credentials_unconfirmed", str(exc))
     except SecretsError as exc:
         return Retry("secrets_unavailable", str(exc), after=_backoff(wf.stage_tries, None))
 
@@ -257,14 +264,20 @@ def _apply(
         result = Fail(
             result.classification, f"gave up after {wf.stage_tries + 1} tries: {result.message}"
         )
-    metrics.stage_recorded(
-        kind.name,
-        wf.stage,
-        wf.stage_started_at,
-        result,
-        now,
-        ctx.events,
-        cancelling=wf.state == W.CANCELLING,
+    # counted once the result is stored: a compare-and-swap that loses (a rerun, a lost lease)
+    # must not count the stage twice
+    transaction.on_commit(
+        functools.partial(
+            metrics.stage_recorded,
+            kind.name,
+            wf.stage,
+            wf.stage_started_at,
+            result,
+            now,
+            list(ctx.events),
+            cancelling=wf.state == W.CANCELLING,
+        ),
+        robust=True,
     )
     hook: Callable[[M], None] | None = None
     if wf.state == W.CANCELLING:

@@ -148,3 +148,25 @@ def test_discover_refuses_a_machine_another_live_node_holds(flow: Flow) -> None:
     assert list(Node.objects.filter(maas_system_id=sid).values_list("hostname", flat=True)) == [
         "c07u61"
     ]
+
+
+@pytest.mark.django_db
+def test_a_batch_names_every_node_another_kind_holds_not_only_the_first_fifty(
+    api: APIClient, target: Any
+) -> None:
+    from decommission.models import Decommission
+
+    site = target[0]
+    hosts = [f"h{i:03d}" for i in range(70)]
+    for host in hosts:
+        node = make_node(site, hostname=host, state="registered")
+        Decommission.objects.create(
+            site=site, node=node, hostname=host, mode="storage_cleanup", state="running",
+            stage="release", correlation_id="c",
+        )  # fmt: skip
+    rows = [{"hostname": h, "ipmi_ip": f"10.20.0.{i + 1}"} for i, h in enumerate(hosts)]
+    response = api.post(f"{URL}/batch", {**ids(target), "rows": rows}, format="json")
+    assert response.status_code == 400, response.json()
+    held = {e["index"] for e in response.json()["rows"] if "open decommission" in e["reason"]}
+    assert held == set(range(70))
+    assert not Onboarding.objects.exists()

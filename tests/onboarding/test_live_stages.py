@@ -556,6 +556,28 @@ def test_a_node_network_that_cannot_reach_the_control_plane_fails_before_deploy(
     assert bench.sim.mutations(sid) == ["machine.test"]
 
 
+@pytest.mark.parametrize("unreachable", [False, True])
+def test_a_presigned_bundle_signature_reaches_the_node_but_no_timeline_or_reason(
+    bench: Bench, unreachable: bool
+) -> None:
+    secret = "SIGNATURE-0f9e8d7c6b5a"
+    bench.policy(
+        bootstrap_bundle_ref=f"{bench.site.node_api_url}/b.tgz?X-Amz-Signature={secret}&x=1",
+        bootstrap_bundle_version="2024.10",
+        bootstrap_bundle_digest="sha256:" + "ab" * 32,
+    )
+    wf, sid = reachable(
+        bench, f"rs{int(unreachable)}", "10.5.6.9", node_network_unreachable=unreachable
+    )
+    _, started = run(wf, "reachability", record=True)
+    [sent] = bench.sim.sent("machine.test", sid)
+    assert secret in sent["infra-reach_url"]  # the node needs the whole URL
+    wait_for_status(bench, sid, S.FAILED_TESTING if unreachable else S.READY)
+    result, events = run(wf, "reachability")
+    stored = repr([started, events, getattr(result, "message", ""), getattr(result, "data", {})])
+    assert "b.tgz" in stored and secret not in stored
+
+
 def wait_for_status(bench: Bench, sid: str, status: NodeStatus) -> None:
     from maas_domain.maas.client import MaasClient
     from tests.support.maas import API_KEY, wait_for

@@ -307,3 +307,20 @@ def test_cancel_aborts_a_commissioning_machine(bench: Bench) -> None:
     result, _ = run(wf, "cancel")
     assert type(result).__name__ == "Wait"
     assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
+
+
+def test_a_changed_maas_url_fails_the_stage_at_once_naming_the_confirmation(
+    bench: Bench,
+) -> None:
+    """Not retried as a secrets outage: only an operator's confirmation clears it."""
+    from maas_domain.services.sites import site_update
+
+    wf = onboarding(bench, "cu1", "10.9.9.1")
+    site_update(
+        actor=bench.admin,
+        site_id=bench.site.pk,
+        changes={"maas_url": "http://elsewhere.test/MAAS/"},
+    )
+    result, _ = run(wf, "discover")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "credentials_unconfirmed")
+    assert "confirm" in result.message

@@ -132,6 +132,39 @@ def test_a_change_made_by_someone_else_runs_the_stage_again_on_the_fresh_row(
     assert ("stage.waiting", "first") not in timeline(wf)  # the stale Wait was never recorded
 
 
+def test_a_rerun_keeps_the_entry_of_a_maas_call_already_sent_and_counts_the_stage_once(
+    running: Any, script: Script, django_capture_on_commit_callbacks: Any, monkeypatch: Any
+) -> None:
+    """The first run sent a mutation (its intent log says so) and then lost the race to an
+    enrollment: the rerun does not send it again, so the entry describing it must survive;
+    the stage's metrics are counted for the stored result only."""
+    from maas_domain.observability import metrics
+
+    counted: list[str] = []
+    monkeypatch.setattr(
+        metrics, "stage_recorded", lambda kind, stage, *a, **k: counted.append(stage)
+    )
+    wf = running()
+
+    def sends_then_sees(ctx: StageContext[FakeWorkflow]) -> Any:
+        if not ctx.wf.maas_system_id:
+            ctx.event("maas.action", "deploy sent")
+            ctx.event("maas.observed", "MAAS: Ready")
+            row = FakeWorkflow.objects.get(pk=ctx.wf.pk)
+            row.maas_system_id = "abc123"
+            row.save(update_fields=["maas_system_id", "updated_at"])
+            return Wait("waiting for a machine", check_in=600)
+        ctx.event("maas.observed", "MAAS: Deploying")
+        return Done("machine known")
+
+    script.then(wf, "first", sends_then_sees, sends_then_sees)
+    assert go(wf, django_capture_on_commit_callbacks) == "done"
+    messages = [e.message for e in FakeEvent.objects.filter(fake=wf, stage="first")]
+    assert messages.count("deploy sent") == 1
+    assert "MAAS: Ready" not in messages  # what the stale run saw is not kept
+    assert counted.count("first") == 1
+
+
 def test_an_operator_acting_mid_stage_ends_the_execution_without_recording(
     running: Any, script: Script, django_capture_on_commit_callbacks: Any
 ) -> None:
