@@ -14,6 +14,7 @@ import json
 import math
 import os
 import secrets
+import shutil
 import signal
 import socket
 import statistics
@@ -25,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import requests
@@ -102,11 +104,24 @@ def maas_seconds_per_onboarding() -> float:
     return float(Simulator.COMMISSION_READY_AT + Simulator.DEPLOY_FIRST_BOOT_AT)
 
 
+def _server(variable: str, default: str) -> str:
+    """``scheme://user@host:port`` of the server a ``MAASCP_*`` URL names (the scratch database
+    and Redis DB go on the same server as the checks use)."""
+    parts = urlsplit(os.environ.get(variable, ""))
+    if parts.scheme not in ("postgres", "postgresql", "redis") or not parts.netloc:
+        parts = urlsplit(default)  # not a server (embedded SQLite, file broker): the local one
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+PG_SERVER = _server("MAASCP_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432")
+REDIS_SERVER = _server("MAASCP_BROKER_URL", "redis://127.0.0.1:6379")
+
+
 class Stack:
     def __init__(self, scenario: Scenario, *, redis_db: int = 9, label: str = "bench") -> None:
         self.s = scenario
         self.db = f"maascp_{label}_{os.getpid()}"
-        self.redis_url = f"redis://127.0.0.1:6379/{redis_db}"
+        self.redis_url = f"{REDIS_SERVER}/{redis_db}"
         self.dir = Path(tempfile.mkdtemp(prefix=f"maascp-{label}-"))
         self.stats_dir = self.dir / "stats"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -115,7 +130,7 @@ class Stack:
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings",
-            "MAASCP_DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{self.db}",
+            "MAASCP_DATABASE_URL": f"{PG_SERVER}/{self.db}",
             "MAASCP_BROKER_URL": self.redis_url,
             "MAASCP_DATA_DIR": str(self.dir / "data"),
             "MAASCP_WORKFLOW_SWEEP_SECONDS": str(scenario.sweep_seconds),
@@ -133,7 +148,7 @@ class Stack:
     # -- set-up ------------------------------------------------------------------------------
 
     def _psql(self, sql: str) -> None:
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+        with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as c:
             c.execute(sql)
 
     def _manage(self, *args: str) -> str:
@@ -253,7 +268,7 @@ class Stack:
     # -- running a batch ---------------------------------------------------------------------
 
     def db_rows(self, sql: str) -> list[tuple[Any, ...]]:
-        with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{self.db}") as c:
+        with psycopg.connect(f"{PG_SERVER}/{self.db}") as c:
             return list(c.execute(sql).fetchall())
 
     def run_batch(self, token: str) -> Result:
@@ -398,6 +413,7 @@ class Stack:
         self.stop()
         with contextlib.suppress(psycopg.Error):
             self._psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 _SETUP = """

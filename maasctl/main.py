@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -620,6 +621,29 @@ def onboard_host(
         watch_workflow("onboardings", wf["id"], interval)
 
 
+def _row_problem(file: Path, line: object, field: str | None, reason: object) -> None:
+    where = f"{file}:{line}" + (f" {field}" if field else "")
+    output.errors.print(f"{where}: {reason}", markup=False, highlight=False)
+
+
+def read_csv_or_fail(
+    file: Path, spec: Mapping[str, csvfile.Check], *, unique: tuple[str, ...]
+) -> csvfile.Rows:
+    """The file's rows, or every problem with its line number and exit 1 (nothing sent)."""
+    rows, errors = csvfile.read(file, spec, unique=unique)
+    if errors:
+        for e in errors:
+            _row_problem(file, e.line, e.field, e.reason)
+        raise fail(f"{len(errors)} problem(s) in {file}; nothing was sent")
+    return rows
+
+
+def row_errors(file: Path, rows: csvfile.Rows, exc: ApiError) -> None:
+    """The server's row errors (all or nothing refused) at the file's line numbers."""
+    for e in exc.body.get("rows", []):
+        _row_problem(file, rows.line_of(e.get("index")), e.get("field"), e.get("reason"))
+
+
 @onboard.command("batch")
 def onboard_batch(
     file: Annotated[Path, typer.Argument(help="CSV with exactly: hostname,ipmi_ip")],
@@ -632,12 +656,7 @@ def onboard_batch(
     """Every row is checked (with its line number) before any call; then one batch request,
     all or nothing, with an Idempotency-Key derived from the file: running it again replays
     the first answer instead of starting anything twice."""
-    rows, errors = csvfile.read(file, csvfile.ONBOARD, unique=("hostname", "ipmi_ip"))
-    if errors:
-        for e in errors:
-            where = f"{file}:{e.line}" + (f" {e.field}" if e.field else "")
-            output.errors.print(f"{where}: {e.reason}", markup=False, highlight=False)
-        raise fail(f"{len(errors)} problem(s) in {file}; nothing was sent")
+    rows = read_csv_or_fail(file, csvfile.ONBOARD, unique=("hostname", "ipmi_ip"))
     pk = site_id(site)
     body = {"site_id": pk, "profile_id": profile_id(pk, profile), "sku_id": sku_id(sku),
             "rows": rows.rows}  # fmt: skip
@@ -646,10 +665,7 @@ def onboard_batch(
         batch = STATE.api.call("POST", "/onboardings/batch", body,
                                headers={"Idempotency-Key": key})  # fmt: skip
     except ApiError as exc:
-        for e in exc.body.get("rows", []):
-            line = rows.line_of(e.get("index"))
-            output.errors.print(f"{file}:{line} {e.get('field') or ''}: {e.get('reason')}",
-                                markup=False, highlight=False)  # fmt: skip
+        row_errors(file, rows, exc)
         raise
     output.console.print(f"batch {batch['id']}: {batch['size']} host(s) accepted")
     if watch_:
@@ -881,19 +897,12 @@ def roce_import(
     site: SiteOpt,
 ) -> None:
     """All or nothing; rows checked with their line numbers before any call."""
-    rows, errors = csvfile.read(file, csvfile.ROCE, unique=("ipv4_cidr",))
-    if errors:
-        for e in errors:
-            output.errors.print(f"{file}:{e.line} {e.field}: {e.reason}", markup=False)
-        raise fail(f"{len(errors)} problem(s) in {file}; nothing was sent")
+    rows = read_csv_or_fail(file, csvfile.ROCE, unique=("ipv4_cidr",))
     body = {"items": rows.rows}
     try:  # an upsert: sending the same file twice changes nothing the second time
         summary = STATE.api.call("POST", f"/maas-sites/{site_id(site)}/roce-assignments", body)
     except ApiError as exc:
-        for e in exc.body.get("rows", []):
-            line = rows.line_of(e.get("index"))
-            output.errors.print(f"{file}:{line} {e.get('field') or ''}: {e.get('reason')}",
-                                markup=False)  # fmt: skip
+        row_errors(file, rows, exc)
         raise
     show(summary)
 
