@@ -166,6 +166,7 @@ def site_id(ref: str) -> int:
 
 
 def site_fields(
+    *,
     description: str | None,
     maas_user: str | None,
     pxe_subnet: str | None,
@@ -251,8 +252,10 @@ def sites_create(
     policy: Policy = None,
 ) -> None:
     body = {"name": name, "maas_url": maas_url, **site_fields(
-        description, maas_user, pxe_subnet, verify_tls, ca_bundle, node_api_url, guarded,
-        approve, policy, payload_host, allow_http)}  # fmt: skip
+        description=description, maas_user=maas_user, pxe_subnet=pxe_subnet,
+        verify_tls=verify_tls, ca_bundle=ca_bundle, node_api_url=node_api_url, guarded=guarded,
+        approve=approve, policy=policy, payload_host=payload_host,
+        allow_http=allow_http)}  # fmt: skip
     show(STATE.api.call("POST", "/maas-sites", body), SITE_DETAIL)
 
 
@@ -274,8 +277,10 @@ def sites_update(
     revision: Revision = None,
 ) -> None:
     body = body_of(maas_url=maas_url, **site_fields(
-        description, maas_user, pxe_subnet, verify_tls, ca_bundle, node_api_url, guarded,
-        approve, policy, payload_host, allow_http))  # fmt: skip
+        description=description, maas_user=maas_user, pxe_subnet=pxe_subnet,
+        verify_tls=verify_tls, ca_bundle=ca_bundle, node_api_url=node_api_url, guarded=guarded,
+        approve=approve, policy=policy, payload_host=payload_host,
+        allow_http=allow_http))  # fmt: skip
     if not body:
         raise fail("nothing to change: give at least one option")
     answer = STATE.api.call("PATCH", f"/maas-sites/{site_id(site)}", body,

@@ -396,18 +396,8 @@ def onboarding_enroll(
                 if wf.state == WorkflowState.WAITING and wf.stage == "enrollment":
                     wake(KIND, wf.pk, "node enrolled")
                 return wf
-    metrics.node_refused("enroll", "replayed" if "already used" in refusal else "invalid")
-    if wf is not None and (
-        wf.events.filter(kind="enrollment.refused").count() < settings.NODE_REFUSAL_EVENTS
-    ):
-        log.warning(
-            "refused enrollment for onboarding %s: %s",
-            wf.pk,
-            refusal,
-            extra={"onboarding_id": wf.pk, "hostname": wf.hostname},
-        )
-        with transaction.atomic():
-            KIND.add_event(wf, "enrollment.refused", refusal)
+    reason = "replayed" if "already used" in refusal else "invalid"
+    _refuse_node(wf, "enroll", refusal, reason=reason, event="enrollment.refused")
     raise Forbidden(REFUSED)
 
 
@@ -550,22 +540,28 @@ def onboarding_checkin(
     raise Forbidden(REPORT_REFUSED)
 
 
-def _refuse_node(wf: Onboarding | None, endpoint: str, refusal: str) -> None:
+def _refuse_node(
+    wf: Onboarding | None,
+    endpoint: str,
+    refusal: str,
+    *,
+    reason: str = "invalid",
+    event: str = "node.report_refused",
+) -> None:
     """Count a refused node request; record it (its own transaction, never the token) in a
     bounded number of timeline rows and warnings per onboarding."""
-    metrics.node_refused(endpoint, "invalid")
-    if wf is None or (
-        wf.events.filter(kind="node.report_refused").count() >= settings.NODE_REFUSAL_EVENTS
-    ):
+    metrics.node_refused(endpoint, reason)
+    if wf is None or wf.events.filter(kind=event).count() >= settings.NODE_REFUSAL_EVENTS:
         return
     log.warning(
-        "refused node request for onboarding %s: %s",
+        "refused node %s request for onboarding %s: %s",
+        endpoint,
         wf.pk,
         refusal,
         extra={"onboarding_id": wf.pk, "hostname": wf.hostname},
     )
     with transaction.atomic():
-        KIND.add_event(wf, "node.report_refused", refusal)
+        KIND.add_event(wf, event, refusal)
 
 
 # -- a whole batch: resume, cancel ----------------------------------------------------------------

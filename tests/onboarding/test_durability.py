@@ -154,7 +154,7 @@ def _restart_redis() -> None:
 
 
 def _restart_postgres() -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    version = max(os.listdir("/etc/postgresql"), key=float)  # newest, as scripts/ensure-services
     subprocess.run(
         ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "-m", "fast"],
         check=True,
