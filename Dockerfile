@@ -10,4 +10,4 @@ COPY . .
 RUN MAASCP_DATA_DIR=/tmp/build MAASCP_STATIC_ROOT=/app/static python manage.py collectstatic --noinput
 USER maascp
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4"]
+CMD ["gunicorn", "config.wsgi", "-c", "python:config.gunicorn", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4"]

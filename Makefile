@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make run` and `make check`.
-.PHONY: run check test bootstrap fmt bench openapi
+.PHONY: run check test bootstrap fmt bench openapi fuzz
 
 run: ## run API + admin + worker + beat on the embedded default (Ctrl-C stops all)
 	scripts/bootstrap
@@ -26,6 +26,11 @@ bench: ## print performance figures (never part of make check); appends to docs/
 	.venv/bin/python benchmarks/bench_workflows.py 1000 100 200
 	.venv/bin/python benchmarks/bench_admin.py 100000
 	.venv/bin/python benchmarks/bench_reconcile.py 10000
+
+fuzz: ## the API fuzzing gate at 300 examples per operation, on PostgreSQL and SQLite (prints its seed)
+	scripts/bootstrap
+	scripts/ensure-services
+	FUZZ_EXAMPLES=300 scripts/fuzz both
 
 openapi: ## regenerate docs/openapi.yaml after an API change (a test compares it with the code)
 	.venv/bin/python manage.py spectacular --validate --fail-on-warn --file docs/openapi.yaml

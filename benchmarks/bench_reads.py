@@ -159,7 +159,8 @@ def main() -> None:
     django_client.force_login(user)
     port = free_port()
     web = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "python:config.gunicorn",
+         "--bind", f"127.0.0.1:{port}",
          "--workers", "2", "--threads", "4"],
         env={**os.environ, "MAASCP_API_MUTATIONS_PER_MINUTE": "100000"},
         stdout=subprocess.DEVNULL,

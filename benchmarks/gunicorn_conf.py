@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from config.gunicorn import *  # noqa: F403 (the product's own settings first)
+
 
 def post_worker_init(worker: Any) -> None:
     from benchmarks.instrumented import install

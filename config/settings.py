@@ -350,6 +350,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last: undeclared query parameters are refused, dry runs rehearsed (docs/api.md)
+    "maas_domain.api.query.QueryMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

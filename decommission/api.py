@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from maas_domain.access import WorkflowActions
 from maas_domain.api import workflows
+from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.schema import IDEMPOTENCY_KEY, path_id
 from maas_domain.api.serializers import StrictMixin
@@ -74,7 +75,7 @@ class DecommissionSerializer(workflows.WorkflowSerializer):
 
 
 class DecommissionFilter(workflows.WorkflowFilter):
-    node = django_filters.NumberFilter(field_name="node_id")
+    node = IdFilter(field_name="node_id")
     mode = django_filters.MultipleChoiceFilter(distinct=False, choices=Mode.choices)
 
     class Meta:
@@ -104,6 +105,7 @@ class DecommissionViewSet(
     serializer_class = DecommissionSerializer
     filterset_class = DecommissionFilter
     queryset = Decommission.objects.order_by("-id")
+    dry_run_plans = frozenset({"verb"})  # a verb's plan; starts are rehearsed
 
     @workflows.detail_schema("decommission", Detail)
     def retrieve(self, request: Request, pk: str) -> Response:

@@ -3,6 +3,7 @@
 from django.urls import re_path
 
 from decommission import api
+from maas_domain.api.urls import id_group
 from maas_domain.workflow.verbs import VERBS as VERB_NAMES
 
 decommissions = api.DecommissionViewSet.as_view({"get": "list"})
@@ -11,13 +12,15 @@ verb = api.DecommissionViewSet.as_view({"post": "verb"})
 timeline = api.DecommissionViewSet.as_view({"get": "timeline"})
 start = api.DecommissionViewSet.as_view({"post": "start"})
 cleanup = api.DecommissionViewSet.as_view({"post": "storage_cleanup"})
+ID = id_group()
+NODE = id_group("node_pk")
 VERBS = "(?P<verb>" + "|".join(VERB_NAMES) + ")"
 
 admin_urlpatterns = [
     re_path(r"^decommissions/?$", decommissions, name="decommission-list"),
-    re_path(r"^decommissions/(?P<pk>[0-9]+)/?$", decommission, name="decommission-detail"),
-    re_path(rf"^decommissions/(?P<pk>[0-9]+)/{VERBS}/?$", verb, name="decommission-verb"),
-    re_path(r"^decommissions/(?P<pk>[0-9]+)/timeline/?$", timeline, name="decommission-timeline"),
-    re_path(r"^nodes/(?P<node_pk>[0-9]+)/decommission/?$", start, name="node-decommission"),
-    re_path(r"^nodes/(?P<node_pk>[0-9]+)/storage-cleanup/?$", cleanup, name="node-storage-cleanup"),
+    re_path(rf"^decommissions/{ID}/?$", decommission, name="decommission-detail"),
+    re_path(rf"^decommissions/{ID}/{VERBS}/?$", verb, name="decommission-verb"),
+    re_path(rf"^decommissions/{ID}/timeline/?$", timeline, name="decommission-timeline"),
+    re_path(rf"^nodes/{NODE}/decommission/?$", start, name="node-decommission"),
+    re_path(rf"^nodes/{NODE}/storage-cleanup/?$", cleanup, name="node-storage-cleanup"),
 ]

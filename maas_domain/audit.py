@@ -10,7 +10,7 @@ from uuid import UUID
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models, transaction
 
-from maas_domain import context
+from maas_domain import context, dryrun
 from maas_domain.models import AuditLog
 from maas_domain.redaction import REDACTED, is_secret_name
 
@@ -82,7 +82,7 @@ def record(
     else:
         target_type, target_id = target._meta.label_lower, target.pk
     user: Any = actor if actor is not None and getattr(actor, "is_authenticated", False) else None
-    return AuditLog.objects.create(
+    row = AuditLog.objects.create(
         actor=user,
         actor_name=actor_name(actor),
         action=action,
@@ -94,3 +94,14 @@ def record(
         correlation_id=context.current_correlation_id(),
         api_token_id=context.api_token_id.get(),
     )
+    if (rehearsal := dryrun.current()) is not None:
+        rehearsal.changes.append(
+            {
+                "action": row.action,
+                "target_type": row.target_type,
+                "target_id": row.target_id,
+                "before": row.before,
+                "after": row.after,
+            }
+        )
+    return row

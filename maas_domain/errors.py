@@ -63,6 +63,14 @@ def secrets_unavailable(exc: Exception, consequence: str) -> ServiceUnavailable:
     )
 
 
+class CredentialsUnconfirmed(Conflict):
+    """The site's MAAS URL or TLS setting changed since its API key was written: nothing is sent
+    there until an operator confirms the new address (docs/security.md). Not an outage: the
+    secrets backend is fine, the request needs an operator's decision first."""
+
+    code = "credentials_unconfirmed"
+
+
 class GuardrailFailed(Conflict):
     """A guardrail refuses the request (docs/api.md, "Guardrails"): fix the site or profile
     first."""

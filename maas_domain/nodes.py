@@ -17,6 +17,7 @@ from maas_domain.maas.errors import MaasError
 from maas_domain.maas.factory import client_for_site
 from maas_domain.models import Allocation, AuditLog, Node
 from maas_domain.secrets import SecretsError
+from maas_domain.secrets.sites import unreadable
 from maas_domain.workflow.kinds import KINDS
 from maas_domain.workflow.models import OPEN_STATES
 
@@ -123,7 +124,7 @@ def maas_events(node: Node, limit: int) -> tuple[list[dict[str, Any]], dict[str,
     try:
         client = client_for_site(node.site, read_attempts=1, read_timeout=10)
     except SecretsError as exc:
-        return [], {"requested": True, "available": False, "detail": f"secrets backend: {exc}"}
+        return [], {"requested": True, "available": False, "detail": unreadable(exc)}
     try:
         page = client.events(system_ids=[node.maas_system_id], level="DEBUG", limit=limit)
     except MaasError as exc:

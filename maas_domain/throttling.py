@@ -2,7 +2,8 @@
 production, so every web process shares them).
 
 * API mutations (POST/PUT/PATCH/DELETE): per token (per user for a session),
-  ``MAASCP_API_MUTATIONS_PER_MINUTE``; 429 with ``Retry-After`` (``MutationThrottle``);
+  ``MAASCP_API_MUTATIONS_PER_MINUTE``; 429 with ``Retry-After`` (``MutationThrottle``); dry
+  runs are counted apart, against the same number;
 * node-facing endpoints: per source address and, for enrollment, per onboarding id
   (``MAASCP_NODE_REQUESTS_PER_MINUTE``, ``MAASCP_NODE_ENROLLS_PER_ONBOARDING``);
 * admin login: after ``MAASCP_ADMIN_LOGIN_FAILURES`` failures per address or user name in 15
@@ -19,6 +20,7 @@ from django.core.cache import cache
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from maas_domain import dryrun
 from maas_domain.observability import metrics
 
 _PREFIX = "maascp:throttle"
@@ -78,7 +80,10 @@ class MutationThrottle(BaseThrottle):
             return True
         token = getattr(request.auth, "pk", None)
         ident = f"token-{token}" if token else f"user-{getattr(request.user, 'pk', None)}"
-        self.wait_seconds = over("api_mutations", ident, allowed=settings.API_MUTATIONS_PER_MINUTE)
+        # a dry run changes nothing: it has its own bucket of the same size and never uses up
+        # the mutations an operator is about to make
+        limit = "api_dry_runs" if dryrun.active() else "api_mutations"
+        self.wait_seconds = over(limit, ident, allowed=settings.API_MUTATIONS_PER_MINUTE)
         return self.wait_seconds is None
 
     def wait(self) -> float | None:

@@ -14,6 +14,10 @@ INTERFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
 # Versions of what a node runs (the site bootstrap bundle, the node agent).
 VERSION = re.compile(r"[A-Za-z0-9._+-]{1,64}")
 SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# The largest whole number either database stores (signed 64 bits): a number past it in a
+# body (maas_domain/api/body.py) or a query (an id filter) is a 400, never the database's
+# overflow (a 500 on SQLite).
+MAX_INT = 2**63 - 1
 
 
 def hostname_error(value: object) -> str | None:

@@ -24,11 +24,11 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from maas_domain import throttling
+from maas_domain import dryrun, throttling
 from maas_domain.access import Action, WorkflowActions
 from maas_domain.api import workflows
+from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
-from maas_domain.api.params import flag
 from maas_domain.api.schema import IDEMPOTENCY_KEY
 from maas_domain.api.serializers import IPv4Field, StrictMixin, hostname_field
 from maas_domain.observability import metrics
@@ -126,8 +126,8 @@ class OnboardingSerializer(workflows.WorkflowSerializer):
 
 
 class OnboardingFilter(workflows.WorkflowFilter):
-    profile = django_filters.NumberFilter(field_name="profile_id")
-    batch = django_filters.NumberFilter(field_name="batch_id")
+    profile = IdFilter(field_name="profile_id")
+    batch = IdFilter(field_name="batch_id")
 
     class Meta:
         model = Onboarding
@@ -135,7 +135,7 @@ class OnboardingFilter(workflows.WorkflowFilter):
 
 
 class BatchFilter(django_filters.FilterSet):
-    site = django_filters.NumberFilter(field_name="site_id")
+    site = IdFilter(field_name="site_id")
 
     class Meta:
         model = OnboardingBatch
@@ -320,6 +320,7 @@ class OnboardingViewSet(
         "batch_cancel": Action.ADMIN,  # a cancel of every open onboarding of the batch
     }
     queryset = Onboarding.objects.order_by("-id")
+    dry_run_plans = frozenset({"create", "verb"})  # the preflight report, a verb's plan
 
     @extend_schema(
         operation_id="onboardings_start",
@@ -332,16 +333,11 @@ class OnboardingViewSet(
                 "the stages and MAAS calls); nothing is written.",
             ),
         },
-        parameters=[
-            IDEMPOTENCY_KEY,
-            OpenApiParameter(
-                "dry_run", bool, description="Report what would happen; start nothing."
-            ),
-        ],
+        parameters=[IDEMPOTENCY_KEY],
         examples=[START_EXAMPLE],
     )
     def create(self, request: Request) -> Response:
-        if flag(request, "dry_run"):
+        if dryrun.active():
             body = OnboardingStartSerializer(data=request.data)
             body.is_valid(raise_exception=True)
             return Response(services.onboarding_preflight(**body.validated_data))

@@ -712,14 +712,7 @@ def onboarding_preflight(
     ]
     draft = Onboarding(site=site, profile=profile, sku=sku, hostname=hostname, ipmi_ip=ipmi_ip)
     policy = profile.effective_policy()
-    stages: list[dict[str, Any]] = [
-        {
-            "name": stage.name,
-            "timeout": KIND.timeout(stage.name, policy),
-            "maas_calls": list(stage.maas_calls),
-        }
-        for stage in KIND.stages_for(draft)
-    ]
+    stages = KIND.plan(draft, policy)
     return {
         "dry_run": True,
         "allowed": all(c["ok"] for c in checks),

@@ -2,6 +2,7 @@
 
 from django.urls import re_path
 
+from maas_domain.api.urls import id_group
 from onboarding import api
 
 onboardings = api.OnboardingViewSet.as_view({"get": "list", "post": "create"})
@@ -13,28 +14,27 @@ batch_resume = api.OnboardingViewSet.as_view({"post": "batch_resume"})
 batch_cancel = api.OnboardingViewSet.as_view({"post": "batch_cancel"})
 verb = api.OnboardingViewSet.as_view({"post": "verb"})
 timeline = api.OnboardingViewSet.as_view({"get": "timeline"})
+ID = id_group()
 VERBS = r"(?P<verb>retry|resume|rerun|restart-clean|cancel|adopt|mark-manual-intervention)"
 
 admin_urlpatterns = [
     re_path(r"^onboardings/?$", onboardings, name="onboarding-list"),
     re_path(r"^onboardings/batch/?$", batch, name="onboarding-batch"),
     re_path(r"^onboardings/batches/?$", batch_list, name="onboarding-batch-list"),
+    re_path(rf"^onboardings/batches/{ID}/?$", batch_detail, name="onboarding-batch-detail"),
     re_path(
-        r"^onboardings/batches/(?P<pk>[0-9]+)/?$", batch_detail, name="onboarding-batch-detail"
-    ),
-    re_path(
-        r"^onboardings/batches/(?P<pk>[0-9]+)/resume/?$",
+        rf"^onboardings/batches/{ID}/resume/?$",
         batch_resume,
         name="onboarding-batch-resume",
     ),
     re_path(
-        r"^onboardings/batches/(?P<pk>[0-9]+)/cancel/?$",
+        rf"^onboardings/batches/{ID}/cancel/?$",
         batch_cancel,
         name="onboarding-batch-cancel",
     ),
-    re_path(r"^onboardings/(?P<pk>[0-9]+)/?$", onboarding, name="onboarding-detail"),
-    re_path(rf"^onboardings/(?P<pk>[0-9]+)/{VERBS}/?$", verb, name="onboarding-verb"),
-    re_path(r"^onboardings/(?P<pk>[0-9]+)/timeline/?$", timeline, name="onboarding-timeline"),
+    re_path(rf"^onboardings/{ID}/?$", onboarding, name="onboarding-detail"),
+    re_path(rf"^onboardings/{ID}/{VERBS}/?$", verb, name="onboarding-verb"),
+    re_path(rf"^onboardings/{ID}/timeline/?$", timeline, name="onboarding-timeline"),
 ]
 
 node_urlpatterns = [

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from maas_domain.access import Action
+from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.schema import IDEMPOTENCY_KEY, path_id
 from maas_domain.api.serializers import StrictMixin
@@ -55,8 +56,8 @@ class DriftSerializer(serializers.ModelSerializer[DriftRecord]):
 
 
 class DriftFilter(django_filters.FilterSet):
-    site = django_filters.NumberFilter(field_name="site_id")
-    node = django_filters.NumberFilter(field_name="node_id")
+    site = IdFilter(field_name="site_id")
+    node = IdFilter(field_name="node_id")
     kind = django_filters.MultipleChoiceFilter(distinct=False, choices=DriftKind.choices)
     severity = django_filters.MultipleChoiceFilter(distinct=False, choices=Severity.choices)
     state = django_filters.MultipleChoiceFilter(distinct=False, choices=DriftState.choices)

@@ -3,6 +3,7 @@ optional)."""
 
 from django.urls import re_path
 
+from maas_domain.api.urls import id_group
 from reconciliation.api import ReconciliationViewSet
 
 summary = ReconciliationViewSet.as_view({"get": "summary"})
@@ -16,7 +17,7 @@ admin_urlpatterns = [
     re_path(r"^reconciliation/drift/?$", drift, name="reconciliation-drift"),
     re_path(r"^reconciliation/run/?$", run, name="reconciliation-run"),
     re_path(
-        r"^reconciliation/drift/(?P<node_id>[0-9]+)/resolve/?$",
+        rf"^reconciliation/drift/{id_group('node_id')}/resolve/?$",
         resolve_node,
         name="reconciliation-drift-resolve",
     ),

@@ -20,8 +20,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from maas_domain.validators import MAX_INT
+
 MAX_DEPTH = 32
-MAX_INT = 2**63 - 1
 
 
 class BodyRefused(ValueError):

@@ -17,8 +17,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from maas_domain.errors import DomainError, secrets_unavailable
+from maas_domain.errors import CredentialsUnconfirmed, DomainError, secrets_unavailable
 from maas_domain.secrets import SecretsError
+from maas_domain.secrets.sites import CredentialNotConfirmed
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -39,7 +40,9 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, SecretsError):
+    if isinstance(exc, CredentialNotConfirmed):  # an operator's decision, not an outage
+        exc = CredentialsUnconfirmed(str(exc), site_needs="confirm_maas_url")
+    elif isinstance(exc, SecretsError):
         # a view that needed a secret and met an outage the service did not translate
         exc = secrets_unavailable(exc, "the request was not completed")
     if isinstance(exc, DomainError):

@@ -9,6 +9,7 @@ import django_filters
 from django import forms
 from django.db.models import Q
 from django_filters.fields import IsoDateTimeField
+from drf_spectacular.utils import extend_schema_field
 
 from maas_domain.models import (
     Allocation,
@@ -20,6 +21,7 @@ from maas_domain.models import (
     SiteProfile,
     Sku,
 )
+from maas_domain.validators import MAX_INT
 
 
 class UtcIsoDateTimeField(IsoDateTimeField):
@@ -39,6 +41,19 @@ class UtcIsoDateTimeField(IsoDateTimeField):
 
 class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_INT})
+class IdFilter(django_filters.NumberFilter):
+    """A row id in a list filter (``?site=3``): a whole number from 1 to ``MAX_INT``; anything
+    else is a 400 naming the parameter, on SQLite and PostgreSQL alike."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_INT)
+        super().__init__(*args, **kwargs)
 
 
 class SiteFilter(django_filters.FilterSet):
@@ -75,8 +90,8 @@ class SkuFilter(django_filters.FilterSet):
 
 
 class NodeFilter(django_filters.FilterSet):
-    site = django_filters.NumberFilter(field_name="site_id")
-    sku = django_filters.NumberFilter(field_name="sku_id")
+    site = IdFilter(field_name="site_id")
+    sku = IdFilter(field_name="sku_id")
     state = django_filters.MultipleChoiceFilter(distinct=False, choices=NodeState.choices)
     search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
 
@@ -86,7 +101,7 @@ class NodeFilter(django_filters.FilterSet):
 
 
 class AllocationFilter(django_filters.FilterSet):
-    node = django_filters.NumberFilter(field_name="node_id")
+    node = IdFilter(field_name="node_id")
     state = django_filters.MultipleChoiceFilter(distinct=False, choices=AllocationState.choices)
     holder = django_filters.CharFilter(lookup_expr="icontains")
 

@@ -1,8 +1,8 @@
 """The OpenAPI document (drf-spectacular): what every operation shares.
 
 - Every operation documents the one error body (``Error``, maas_domain/api/exceptions.py) for the
-  statuses it can answer with: 400, 401, 403, 404 and 429 everywhere; 409, 413, 415, 422 and 503
-  on writes.
+  statuses it can answer with: 400, 401, 403, 404, 414 and 429 everywhere; 409, 413, 415, 422
+  and 503 on writes.
 - The bearer token (``Authorization: Bearer mcp_…``) is the ``bearerAuth`` scheme.
 - Only the API is described: the admin pages and the node agent's shell script are not.
 
@@ -19,7 +19,7 @@ from drf_spectacular.openapi import AutoSchema as BaseAutoSchema
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-READ_ERRORS = ("400", "401", "403", "404", "429")
+READ_ERRORS = ("400", "401", "403", "404", "414", "429")
 WRITE_ERRORS = (*READ_ERRORS, "409", "413", "415", "422", "503")
 DESCRIPTIONS = {
     "400": "Invalid input: `fields` names each bad field, `rows` each bad row.",
@@ -28,6 +28,7 @@ DESCRIPTIONS = {
     "404": "No such resource.",
     "409": "Conflicts with the current state (`revision_mismatch`: a stale If-Match).",
     "413": "The body is larger than the limit (docs/security.md).",
+    "414": 'The path and query string are longer than 4096 bytes (docs/api.md, "Limits").',
     "415": "The body is not JSON.",
     "422": "The Idempotency-Key was used with another body.",
     "429": "Too many requests: wait Retry-After seconds.",
@@ -63,9 +64,34 @@ def error_component_hook(result: dict[str, Any], **kwargs: Any) -> dict[str, Any
     return result
 
 
+DRY_RUN = OpenApiParameter(
+    "dry_run",
+    bool,
+    description="Answer what the request would do (200) and change nothing: no row written, "
+    'nothing sent to MAAS (docs/api.md, "Dry runs"). `?dry_run` alone counts as true.',
+)
+MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+
+
 class AutoSchema(BaseAutoSchema):
+    def dry_runnable(self) -> bool:
+        """Every state-changing admin operation takes ``dry_run`` (maas_domain/api/query.py
+        enforces the parameters declared here; node-facing routes take none)."""
+        return self.method in MUTATING and self.path.startswith("/api/v1/admin/")
+
+    def plans_itself(self) -> bool:
+        return getattr(self.view, "action", None) in getattr(self.view, "dry_run_plans", ())
+
+    def get_override_parameters(self) -> list[Any]:
+        params = list(super().get_override_parameters())
+        if self.dry_runnable():
+            params.append(DRY_RUN)
+        return params
+
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
+        if self.dry_runnable() and not self.plans_itself():
+            self._add_dry_run_plan(responses, direction)
         authenticated = bool(getattr(self.view, "authentication_classes", None))
         codes = WRITE_ERRORS if self.method in ("POST", "PUT", "PATCH", "DELETE") else READ_ERRORS
         for code in codes:
@@ -78,6 +104,24 @@ class AutoSchema(BaseAutoSchema):
                 response["description"] = DESCRIPTIONS[code]
                 responses[code] = response
         return responses
+
+    def _add_dry_run_plan(self, responses: dict[str, Any], direction: Any) -> None:
+        """200 with ``dry_run=true``: the plan; where the real answer is a 200 too, either."""
+        from maas_domain.api.dryrun import DryRunPlanSerializer
+
+        plan = self._get_response_for_code(  # type: ignore[no-untyped-call]
+            DryRunPlanSerializer, "200", direction=direction
+        )
+        existing = responses.get("200")
+        if existing is None:
+            plan["description"] = "dry_run=true: what the request would do; nothing changed."
+            responses["200"] = plan
+            return
+        content = existing["content"]["application/json"]
+        content["schema"] = {
+            "oneOf": [content["schema"], plan["content"]["application/json"]["schema"]]
+        }
+        existing["description"] += " With dry_run=true: the plan (DryRunPlan); nothing changed."
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]

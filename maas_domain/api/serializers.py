@@ -409,6 +409,14 @@ class ProbeResultSerializer(serializers.Serializer[Any]):
     health = serializers.ChoiceField(choices=["healthy", "degraded", "unhealthy"])
     checked_at = serializers.DateTimeField()
     checks = ProbeCheckSerializer(many=True)
+    dry_run = serializers.BooleanField(
+        required=False, help_text="Set by a dry run: nothing was stored or promoted."
+    )
+    would_confirm_key_version = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="Dry run: the pending API key version a real probe would confirm.",
+    )
 
 
 class IpmiCredentialsSerializer(serializers.Serializer[Any]):

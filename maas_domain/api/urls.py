@@ -5,8 +5,14 @@ from django.urls import re_path
 from maas_domain.api import views
 from maas_domain.api.exceptions import json_not_found
 
-ID = r"(?P<pk>[0-9]+)"
-SITE = r"(?P<site_pk>[0-9]+)"
+
+def id_group(name: str = "pk") -> str:
+    """A row id in a path: at most 18 digits, so a longer one is a 404, never an overflow."""
+    return rf"(?P<{name}>[0-9]{{1,18}})"
+
+
+ID = id_group()
+SITE = id_group("site_pk")
 
 sites = views.SiteViewSet.as_view({"get": "list", "post": "create"})
 site = views.SiteViewSet.as_view(

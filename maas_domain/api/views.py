@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from maas_domain import dryrun
 from maas_domain import nodes as node_reads
 from maas_domain.access import Action
 from maas_domain.api.filters import (
@@ -132,6 +133,7 @@ class SiteViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSe
     serializer_class = SiteSerializer
     filterset_class = SiteFilter
     action_classes = {"probe": Action.OPERATE}  # writes, credentials: admin (the default)
+    dry_run_plans = frozenset({"probe"})  # a dry-run probe reads MAAS and stores nothing
 
     def get_queryset(self) -> QuerySet[MaasSite]:
         return (
@@ -179,7 +181,12 @@ class SiteViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSe
         body = ProbeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(
-            probe_services.site_probe(actor=request.user, site_id=site.pk, **body.validated_data)
+            probe_services.site_probe(
+                actor=request.user,
+                site_id=site.pk,
+                dry_run=dryrun.active(),
+                **body.validated_data,
+            )
         )
 
 
@@ -478,7 +485,9 @@ class TokenViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[ApiToken]):
             scope=body.validated_data["scope"],
             expires_in=timedelta(days=days) if days else None,
         )
-        data = {**TokenSerializer(token).data, "token": raw}
+        data = dict(TokenSerializer(token).data)
+        if not dryrun.active():  # a rehearsed token is never made: no value to show
+            data["token"] = raw
         return Response(data, status=status.HTTP_201_CREATED)
 
     @extend_schema(

@@ -14,10 +14,10 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from maas_domain.api.filters import UtcIsoDateTimeFilter
+from maas_domain import dryrun
+from maas_domain.api.filters import IdFilter, UtcIsoDateTimeFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.pagination import Pagination
-from maas_domain.api.params import flag
 from maas_domain.api.schema import IDEMPOTENCY_KEY
 from maas_domain.api.serializers import StrictMixin
 from maas_domain.errors import InvalidInput
@@ -119,7 +119,6 @@ DIAGNOSTICS_PARAM = OpenApiParameter(
 )
 VERB_PARAMS = [
     OpenApiParameter("verb", str, OpenApiParameter.PATH, enum=VERB_NAMES),
-    OpenApiParameter("dry_run", bool, description="Answer the plan (200) and change nothing."),
     IDEMPOTENCY_KEY,
 ]
 VERB_EXAMPLES = [
@@ -157,7 +156,9 @@ def detail_schema(kind: str, detail: type[serializers.Serializer[Any]]) -> Calla
 
 def timeline_schema(kind: str) -> Callable[[F], F]:
     return extend_schema(
-        operation_id=f"{kind}s_timeline", responses={200: TimelineEventSerializer(many=True)}
+        operation_id=f"{kind}s_timeline",
+        responses={200: TimelineEventSerializer(many=True)},
+        filters=False,  # a page of one workflow's entries: the list's filters do not apply
     )
 
 
@@ -173,7 +174,7 @@ class WorkflowSerializer(serializers.ModelSerializer[Any]):
 class WorkflowFilter(django_filters.FilterSet):
     """The list filters every workflow kind has; a kind adds its own and sets ``Meta.model``."""
 
-    site = django_filters.NumberFilter(field_name="site_id")
+    site = IdFilter(field_name="site_id")
     # distinct=False here and on every choice filter: they filter the row's own column, and the
     # DISTINCT django-filter adds by default made every filtered count sort the whole match.
     state = django_filters.MultipleChoiceFilter(distinct=False, choices=WorkflowState.choices)
@@ -230,7 +231,7 @@ def verb(
 ) -> Response:
     """POST /{kind}s/{id}/{verb}[?dry_run=true] with optional {reason, confirm}."""
     get_object_or_404(kind.model, pk=pk)
-    dry_run = flag(request, "dry_run")
+    dry_run = dryrun.active()
 
     def run() -> Response:
         body = VerbSerializer(data=request.data)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from maas_domain.maas.errors import MaasError
 from maas_domain.maas.factory import client_for_site
 from maas_domain.secrets import SecretsError
+from maas_domain.secrets.sites import unreadable
 
 
 def machine_diagnostics(site: Any, system_id: str, *, events: int = 25) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def machine_diagnostics(site: Any, system_id: str, *, events: int = 25) -> dict[
     try:
         client = client_for_site(site, read_attempts=1, read_timeout=10)
     except SecretsError as exc:
-        return {"available": False, "detail": f"secrets backend: {exc}"}
+        return {"available": False, "detail": unreadable(exc)}
     try:
         machine = client.get_machine(system_id)
         page = client.events(system_ids=[system_id], level="DEBUG", limit=events)

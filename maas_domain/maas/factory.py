@@ -3,10 +3,12 @@ backend (read here, in the process that uses it; never passed through Celery or 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 
+from maas_domain import dryrun
 from maas_domain.maas.client import MaasClient
 from maas_domain.models import MaasSite
 from maas_domain.secrets.sites import maas_api_key
@@ -24,4 +26,17 @@ def client_for_site(site: MaasSite, *, api_key: str | None = None, **overrides: 
         "max_body": settings.MAAS_MAX_RESPONSE_BYTES,
     }
     options.update(overrides)
+    options["before_mutation"] = _refusing_in_dry_runs(options.get("before_mutation"))
     return MaasClient(site.maas_url, api_key, **options)
+
+
+def _refusing_in_dry_runs(then: Callable[[str], None] | None) -> Callable[[str], None]:
+    """Before every MAAS mutation: refuse during a dry run (maas_domain/dryrun.py), then run
+    the caller's own hook (a workflow renews its lease)."""
+
+    def check(operation: str) -> None:
+        dryrun.refuse(f"send {operation} to MAAS")
+        if then is not None:
+            then(operation)
+
+    return check

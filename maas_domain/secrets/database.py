@@ -13,6 +13,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
+from maas_domain import dryrun
 from maas_domain.models import SecretVersion
 from maas_domain.secrets.base import SecretConflict, SecretNotFound, SecretsUnavailable
 
@@ -26,6 +27,7 @@ class DatabaseBackend:
         self._fernet = MultiFernet([Fernet(k.encode()) for k in keys])
 
     def write(self, path: str, data: dict[str, str], *, cas: int | None = None) -> int:
+        dryrun.refuse("write a secret")
         token = self._fernet.encrypt(json.dumps(data, sort_keys=True).encode())
         try:
             with transaction.atomic():
@@ -60,6 +62,7 @@ class DatabaseBackend:
         return data
 
     def destroy(self, path: str) -> None:
+        dryrun.refuse("destroy a secret")
         SecretVersion.objects.filter(path=path).delete()
 
     def check(self) -> None:

@@ -42,6 +42,14 @@ def unconfirmed_message(site: MaasSite) -> str:
     )
 
 
+def unreadable(exc: Exception) -> str:
+    """Why a site's MAAS could not be asked, for an answer that is not an error (diagnostics,
+    merged MAAS events): an unconfirmed address is an operator's decision, not an outage."""
+    if isinstance(exc, CredentialNotConfirmed):
+        return f"credentials unconfirmed: {exc}"
+    return f"secrets backend: {exc}"
+
+
 def maas_api_key(*, site: MaasSite, pending: bool = False) -> str:
     """The confirmed key (or the pending one, for the probe that confirms it), only for the MAAS
     URL and TLS setting it is bound to (docs/security.md)."""

@@ -17,6 +17,7 @@ import hvac
 import requests
 from hvac import exceptions as hv
 
+from maas_domain import dryrun
 from maas_domain.secrets.base import (
     SecretConflict,
     SecretNotFound,
@@ -98,6 +99,7 @@ class VaultBackend:
                 raise _classify(exc) from exc
 
     def write(self, path: str, data: dict[str, str], *, cas: int | None = None) -> int:
+        dryrun.refuse("write a secret")
         kv = self._client.secrets.kv.v2
         result = self._call(
             lambda: kv.create_or_update_secret(
@@ -120,6 +122,7 @@ class VaultBackend:
         return data
 
     def destroy(self, path: str) -> None:
+        dryrun.refuse("destroy a secret")
         kv = self._client.secrets.kv.v2
         with contextlib.suppress(SecretNotFound):
             self._call(

@@ -28,7 +28,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from maas_domain import audit
+from maas_domain import audit, dryrun
 from maas_domain.errors import InvalidInput, secrets_unavailable
 from maas_domain.models import CredentialKind, MaasSite, PowerCredentialOverride, SiteCredential
 from maas_domain.models.sites import SecretRef, SiteHealth
@@ -100,10 +100,19 @@ def _path(site: MaasSite, leaf: str) -> str:
 
 
 def _write(path: str, data: dict[str, str]) -> int:
+    if dryrun.active():
+        # a dry run writes nothing: the version the backend would give is the next one
+        return _recorded_version(path) + 1
     try:
         return get_backend().write(path, data)
     except SecretsError as exc:
         raise secrets_unavailable(exc, "nothing was stored") from exc
+
+
+def _recorded_version(path: str) -> int:
+    refs: list[SecretRef] = [*SiteCredential.objects.filter(path=path)]
+    refs += PowerCredentialOverride.objects.filter(path=path)
+    return max([max(r.version or 0, r.pending_version or 0) for r in refs], default=0)
 
 
 def _apply_version(ref: SecretRef, version: int, *, two_phase: bool, actor: audit.Actor) -> None:
@@ -209,14 +218,19 @@ def credentials_unbind_on_change(*, site: MaasSite, before: dict[str, Any]) -> s
     )
 
 
-def credentials_confirm_url(*, actor: audit.Actor, site: MaasSite, confirm_maas_url: str) -> bool:
-    """An operator's explicit confirmation that the site's current MAAS URL (and TLS setting)
-    may receive its API key. Returns whether a binding changed (audited when it did)."""
+def confirm_url_matches(*, site: MaasSite, confirm_maas_url: str) -> None:
+    """A confirmation must name the site's current MAAS URL exactly (400 otherwise)."""
     if confirm_maas_url != site.maas_url:
         raise InvalidInput(
             "The confirmation must name the site's current MAAS URL.",
             fields={"confirm_maas_url": [f"Must equal the site's maas_url ({site.maas_url})."]},
         )
+
+
+def credentials_confirm_url(*, actor: audit.Actor, site: MaasSite, confirm_maas_url: str) -> bool:
+    """An operator's explicit confirmation that the site's current MAAS URL (and TLS setting)
+    may receive its API key. Returns whether a binding changed (audited when it did)."""
+    confirm_url_matches(site=site, confirm_maas_url=confirm_maas_url)
     with transaction.atomic():
         locked = MaasSite.objects.select_for_update().get(pk=site.pk)
         ref = SiteCredential.objects.filter(site=locked, kind=CredentialKind.MAAS_API_KEY).first()

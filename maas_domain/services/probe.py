@@ -29,7 +29,7 @@ from maas_domain.models import CredentialKind, MaasSite, SiteCredential, SitePro
 from maas_domain.models.sites import ProfileStatus, SiteHealth
 from maas_domain.secrets import SecretsError, get_backend
 from maas_domain.secrets.sites import unconfirmed_message
-from maas_domain.services.credentials import credentials_confirm_url
+from maas_domain.services.credentials import confirm_url_matches, credentials_confirm_url
 
 PROBE_EXCERPT = 160  # characters kept of what a server said (docs/security.md)
 REQUIRED_CAPABILITIES = ("authenticate-api", "network-deployment-ubuntu")
@@ -91,14 +91,22 @@ def _key(ref: SiteCredential | None, version: int | None) -> str | None:
 
 
 def site_probe(
-    *, actor: audit.Actor, site_id: int, confirm_maas_url: str | None = None
+    *,
+    actor: audit.Actor,
+    site_id: int,
+    confirm_maas_url: str | None = None,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Probe the site. ``confirm_maas_url`` (the site's current MAAS URL) is an operator's
-    confirmation that its API key may be sent there after the URL or TLS setting changed."""
+    confirmation that its API key may be sent there after the URL or TLS setting changed.
+    ``dry_run``: the same checks, nothing stored or promoted, and the key never sent to an
+    address that is not confirmed yet (docs/api.md, "Dry runs")."""
     site = MaasSite.objects.filter(pk=site_id).first()
     if site is None:
         raise NotFound(f"Site {site_id} not found.")
-    if confirm_maas_url is not None:
+    if confirm_maas_url is not None and dry_run:
+        confirm_url_matches(site=site, confirm_maas_url=confirm_maas_url)
+    elif confirm_maas_url is not None:
         credentials_confirm_url(actor=actor, site=site, confirm_maas_url=confirm_maas_url)
     profiles = list(SiteProfile.objects.filter(site=site, status=ProfileStatus.ACTIVE))
     creds = {c.kind: c for c in SiteCredential.objects.filter(site=site)}
@@ -110,6 +118,11 @@ def site_probe(
     def connect() -> str:
         nonlocal client, promoted
         if key_ref is not None and not key_ref.bound_to(site):
+            if dry_run and confirm_maas_url is not None:
+                raise CheckFailed(
+                    "not checked: a dry run never sends the API key to an address that is not "
+                    "confirmed yet (without dry_run the confirmation is recorded first)"
+                )
             raise CheckFailed(unconfirmed_message(site))
         candidates = []
         if key_ref is not None and key_ref.pending_version:
@@ -191,6 +204,14 @@ def site_probe(
         return "default IPMI credentials set"
 
     run.check("power_credentials", power)
+    if dry_run:
+        _, result, _ = _outcome(run)
+        return {
+            "site_id": site.pk,
+            **result,
+            "dry_run": True,
+            "would_confirm_key_version": promoted,
+        }
     return _record(actor=actor, site=site, run=run, promoted=promoted)
 
 
@@ -217,9 +238,8 @@ def _pxe_subnets(site: MaasSite, profiles: list[SiteProfile], subnets: list[Subn
     return f"PXE subnet(s) present: {', '.join(sorted(named))}"
 
 
-def _record(
-    *, actor: audit.Actor, site: MaasSite, run: _Run, promoted: int | None
-) -> dict[str, Any]:
+def _outcome(run: _Run) -> tuple[SiteHealth, dict[str, Any], set[str]]:
+    """The site's health after these checks, the stored result, and the failed checks."""
     failed = {c.name for c in run.checks if not c.ok}
     if failed & set(CRITICAL):
         health = SiteHealth.UNHEALTHY
@@ -227,12 +247,19 @@ def _record(
         health = SiteHealth.DEGRADED
     else:
         health = SiteHealth.HEALTHY
-    now = timezone.now()
     result = {
         "health": str(health),
-        "checked_at": now.isoformat(),
+        "checked_at": timezone.now().isoformat(),
         "checks": [asdict(c) for c in run.checks],
     }
+    return health, result, failed
+
+
+def _record(
+    *, actor: audit.Actor, site: MaasSite, run: _Run, promoted: int | None
+) -> dict[str, Any]:
+    health, result, failed = _outcome(run)
+    now = timezone.now()
     with transaction.atomic():
         locked = MaasSite.objects.select_for_update().get(pk=site.pk)
         before = {"health": locked.health, "last_probe_at": locked.last_probe_at}

@@ -134,6 +134,19 @@ class WorkflowKind(Generic[M]):
                 return stage.name
         return None
 
+    def plan(self, wf: M, policy: Policy | None = None) -> list[dict[str, Any]]:
+        """The stages ``wf`` would run, each with its timeout (under ``policy``, else the
+        kind's policy for the row) and the MAAS calls it may make: what a dry run shows."""
+        effective = policy if policy is not None else self.policy(wf)
+        return [
+            {
+                "name": stage.name,
+                "timeout": self.timeout(stage.name, effective),
+                "maas_calls": list(stage.maas_calls),
+            }
+            for stage in self.stages_for(wf)
+        ]
+
     def timeout(self, stage: str, policy: Policy) -> int | None:
         """The stage's timeout under ``policy``: ``<kind>.<stage>`` in ``stage_timeouts``, else
         ``<stage>``, else the stage's own default."""

@@ -21,7 +21,7 @@ from django.db import models, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from maas_domain import audit, context, events
+from maas_domain import audit, context, dryrun, events
 from maas_domain.locks import try_lock
 from maas_domain.maas.errors import MaasError
 from maas_domain.maas.factory import client_for_site
@@ -107,6 +107,10 @@ def start_workflows(kind: WorkflowKind[M], rows: list[M], how: Start) -> list[M]
                 reason=how.reason,
             )
     events.emit_many(kind.name, "started", created, **how.event_data)
+    if (rehearsal := dryrun.current()) is not None:
+        rehearsal.workflows.extend(
+            {"kind": kind.name, "hostname": wf.hostname, "stages": kind.plan(wf)} for wf in created
+        )
     if how.run_now:
         for wf in created:
             enqueue(kind.name, wf.pk, wf.dispatch)

@@ -1,15 +1,20 @@
 """The fuzzing gate: schemathesis against the OpenAPI document a live server serves.
 
-Every operation gets at least 100 generated requests (valid and invalid per the schema, with a
-fixed seed), half of them aimed at rows that exist (a seeded site, profile, SKU, node,
-allocation, onboarding, decommission, batch and drift record). Any 5xx, any
-answer whose status, content type or body the document does not describe, fails the gate.
+Every operation gets at least ``FUZZ_EXAMPLES`` (default 100) generated requests (valid and
+invalid per the schema), half of them aimed at rows that exist (a seeded site, profile, SKU,
+node, allocation, onboarding, decommission, batch and drift record). Any 5xx, any answer whose
+status, content type or body the document does not describe, fails the gate.
+
+Each run draws a fresh seed and prints it (the failure message carries it too); replay a run
+with ``FUZZ_SEED=<seed>``. ``make check`` runs the gate on PostgreSQL and again on SQLite (the
+embedded default); ``make fuzz`` runs 300 examples per operation on both.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +26,7 @@ import redis
 import requests
 import schemathesis
 import yaml
+from django.db import connection
 from django.utils import timezone
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -45,8 +51,8 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-SEED = 20261123
-EXAMPLES = 100
+SEED = int(os.environ.get("FUZZ_SEED") or random.SystemRandom().randrange(2**32))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 100)
 FUZZ_TOKEN_ID = 987_654_321
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
 
@@ -170,6 +176,8 @@ def test_no_5xx_and_every_answer_matches_the_document(
     only = os.environ.get("FUZZ_ONLY", "")  # e.g. FUZZ_ONLY=/skus while fixing what it finds
     operations = [r.ok() for r in api_schema.get_all_operations() if only in r.ok().path]
     assert len(operations) >= (1 if only else 50)
+    database = connection.vendor
+    print(f"fuzz seed {SEED} on {database} (replay: FUZZ_SEED={SEED})")  # noqa: T201
     session = requests.Session()  # one connection for every request
     quiet = logging.getLogger("django.request")  # thousands of expected 4xx; a 5xx still logs
     level, quiet.level = quiet.level, logging.ERROR
@@ -188,7 +196,7 @@ def test_no_5xx_and_every_answer_matches_the_document(
         quiet.setLevel(level)
     slowest = sorted(sent.items(), key=lambda item: -item[1][1])[:5]
     print(f"{sum(n for n, _ in sent.values())} requests; slowest: {slowest}")  # noqa: T201
-    assert not failures, "\n\n".join(failures)
+    assert not failures, f"seed {SEED} on {database}:\n\n" + "\n\n".join(failures)
     assert ApiToken.objects.get(pk=FUZZ_TOKEN_ID).revoked_at is None  # every request was ours
     if only:
         return

@@ -166,7 +166,7 @@ class Command(BaseCommand):
                 "--time-scale", str(opts["time_scale"]),
             ],
             "api": [
-                py, "-m", "gunicorn", "config.wsgi",
+                py, "-m", "gunicorn", "config.wsgi", "-c", "python:config.gunicorn",
                 "--bind", f"{opts['host']}:{opts['port']}",
                 "--workers", "2", "--threads", "4", "--timeout", "60",
             ],
