@@ -25,7 +25,7 @@ django.setup()
 
 import requests
 
-from maas_domain.maas.client import MaasClient
+from maas_client.client import MaasClient
 from maas_simulator import scenario
 from maas_simulator.model import Simulator
 from maas_simulator.server import SimulatorServer

@@ -40,7 +40,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from maas_domain.maas.client import MaasClient
+from maas_client.client import MaasClient
 from maas_domain.models import MaasSite, Node, Sku
 from maas_domain.services.credentials import site_credentials_write
 from maas_simulator import scenario

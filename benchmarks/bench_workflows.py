@@ -57,13 +57,13 @@ from devtools.demo import demo_ca_pem
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
 from maas_domain.services.probe import site_probe
-from maas_domain.workflow.scheduling import sweep
 from maas_simulator import scenario
 from maas_simulator.model import Simulator
 from maas_simulator.node import NodeSide
 from maas_simulator.server import SimulatorServer
 from onboarding.models import Onboarding
 from onboarding.services import onboarding_start_batch
+from workflows.scheduling import sweep
 
 KEY = "BenchConsumer12345:BenchToken12345678:BenchSecretABCDEFGHIJKLMNOPQRSTU"
 

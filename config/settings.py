@@ -122,8 +122,8 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Modules whose Celery tasks live beside the code they run (workers import them at start).
 CELERY_IMPORTS = (
     "maas_domain.events",
-    "maas_domain.workflow.step",
-    "maas_domain.workflow.scheduling",
+    "workflows.step",
+    "workflows.scheduling",
     "reconciliation.services",
     "maas_domain.retention",
 )
@@ -329,6 +329,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI and Redoc assets, served as static files (no CDN)
     "django_celery_beat",
     "maas_domain",
+    "workflows",
     "onboarding",
     "decommission",
     "reconciliation",
@@ -437,13 +438,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
-        "WorkflowStateEnum": "maas_domain.workflow.models.WorkflowState",
+        "WorkflowStateEnum": "maas_domain.work.WorkflowState",
         "NodeStateEnum": "maas_domain.models.inventory.NodeState",
         "DecommissionModeEnum": "decommission.models.Mode",
         "BatchStateEnum": "onboarding.models.BatchState",
         "ActiveStatusEnum": "maas_domain.models.sites.SiteStatus",
         "NodeReportStatusEnum": "onboarding.api.NODE_REPORT_STATUSES",
-        "VerbEnum": "maas_domain.api.workflows.VERB_NAMES",
+        "VerbEnum": "workflows.api.VERB_NAMES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -11,10 +11,10 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from maas_domain.maas.diagnostics import machine_diagnostics
+from maas_domain.diagnostics import machine_diagnostics
 from maas_domain.models import Allocation, AllocationState, Node, SiteProfile
 from maas_domain.models.sites import ProfileStatus
-from maas_domain.workflow.admin import WorkflowAdmin
+from workflows.admin import WorkflowAdmin
 
 from . import services
 from .models import Decommission, Mode

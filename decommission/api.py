@@ -12,11 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from maas_domain.access import WorkflowActions
-from maas_domain.api import workflows
 from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.schema import IDEMPOTENCY_KEY, path_id
 from maas_domain.api.serializers import StrictMixin
+from workflows import api as workflows
 
 from . import services
 from .models import Decommission, Mode

@@ -7,6 +7,6 @@ class DecommissionConfig(AppConfig):
 
     def ready(self) -> None:
         from decommission.workflow import KIND
-        from maas_domain.workflow.kinds import register
+        from workflows.kinds import register
 
         register(KIND)

@@ -6,8 +6,9 @@ from django.db import models
 from django.db.models import Q
 
 from maas_domain.models import Node, SiteProfile
-from maas_domain.workflow.models import OPEN_STATES, Workflow, WorkflowEvent
+from maas_domain.work import OPEN_STATES
 from onboarding.models import Onboarding
+from workflows.models import Workflow, WorkflowEvent
 
 
 class Mode(models.TextChoices):

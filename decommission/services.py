@@ -19,9 +19,9 @@ from maas_domain.errors import Conflict, GuardrailFailed, InvalidInput, NotFound
 from maas_domain.models import Allocation, AllocationState, Node, SiteProfile
 from maas_domain.models.inventory import DECOMMISSIONABLE
 from maas_domain.services.guardrails import guard_problems, site_problems
-from maas_domain.workflow.kinds import open_on_node
-from maas_domain.workflow.scheduling import Start, start_workflow
+from maas_domain.work import open_on_node
 from onboarding.models import Onboarding
+from workflows.scheduling import Start, start_workflow
 
 from .models import Decommission, Mode
 from .workflow import KIND

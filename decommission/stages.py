@@ -16,22 +16,22 @@ from typing import Any
 
 from django.utils import timezone
 
+from maas_client.errors import MaasError, MaasNotFound
+from maas_client.status import RELEASABLE, NodeStatus
+from maas_client.types import Machine
 from maas_domain.errors import Conflict
-from maas_domain.maas.errors import MaasError, MaasNotFound
-from maas_domain.maas.factory import client_for_site
-from maas_domain.maas.status import RELEASABLE, NodeStatus
-from maas_domain.maas.types import Machine
 from maas_domain.models import Allocation, AllocationState, Node, NodeState
 from maas_domain.models.sites import ProfileStatus
 from maas_domain.services.guardrails import site_problems
-from maas_domain.workflow import verbs
-from maas_domain.workflow.context import StageContext
-from maas_domain.workflow.kinds import Stage
-from maas_domain.workflow.models import WorkflowState
-from maas_domain.workflow.results import Done, Fail, Hold, Result, Wait
-from maas_domain.workflow.scheduling import Start, start_workflow
+from maas_domain.site_client import client_for_site
+from maas_domain.work import WorkflowState
 from onboarding.models import Onboarding
 from onboarding.workflow import KIND as ONBOARDING
+from workflows import verbs
+from workflows.context import StageContext
+from workflows.kinds import Stage
+from workflows.results import Done, Fail, Hold, Result, Wait
+from workflows.scheduling import Start, start_workflow
 
 from .models import Decommission, Mode
 

@@ -4,7 +4,7 @@ from django.urls import re_path
 
 from decommission import api
 from maas_domain.api.urls import id_group
-from maas_domain.workflow.verbs import VERBS as VERB_NAMES
+from workflows.verbs import VERBS as VERB_NAMES
 
 decommissions = api.DecommissionViewSet.as_view({"get": "list"})
 decommission = api.DecommissionViewSet.as_view({"get": "retrieve"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from maas_domain.models import Node, NodeState
 from maas_domain.policy import Policy
-from maas_domain.workflow.kinds import WorkflowKind
+from workflows.kinds import WorkflowKind
 
 from .models import Decommission, DecommissionEvent, Mode
 from .stages import CANCEL, RESET, STAGES, adopt_stage

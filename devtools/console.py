@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from maas_domain.workflow.kinds import KINDS
+from workflows.kinds import KINDS
 
 MESSAGE_WIDTH = 90
 

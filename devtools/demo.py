@@ -16,7 +16,7 @@ from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
 from maas_domain.services.probe import site_probe
 from maas_domain.services.sites import profile_create, site_create
-from maas_domain.workflow.models import OPEN_STATES, WorkflowState
+from maas_domain.work import OPEN_STATES, WorkflowState
 from onboarding.models import Onboarding
 from onboarding.services import onboarding_start
 

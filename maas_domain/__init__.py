@@ -1,7 +1,8 @@
-"""The MAAS domain core: sites, profiles, policy, RoCE assignments, credentials references,
-SKUs, nodes, the audit log, API tokens and the secrets backend.
+"""The core records every workflow shares: sites, profiles, SKUs, nodes, allocations, tokens,
+audit, the event outbox, secrets and observability, with their services, API and admin pages.
 
-Everything the onboarding, decommission and reconciliation apps share lives here, so that each
-concept has one home: site policy is resolved in ``policy``, every privileged change is written
-through ``audit``, secrets only pass through ``secrets``.
+Each concept has one home: site policy is resolved in ``policy``, every privileged change is
+written through ``audit``, secrets only pass through ``secrets``, MAAS clients are built in
+``site_client``. The workflow engine (``workflows``) and the apps build on it; the core learns
+about workflow kinds only from their registration (``work``), never by importing them.
 """

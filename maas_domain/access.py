@@ -46,7 +46,7 @@ GROUPS = {
     Action.OPERATE: "maascp-operate",
     Action.ADMIN: "maascp-admin",
 }
-# The recovery verbs (maas_domain/workflow/verbs.py) by class.
+# The recovery verbs (workflows/verbs.py) by class.
 VERB_ACTIONS = {
     "retry": Action.OPERATE,
     "resume": Action.OPERATE,

@@ -5,7 +5,7 @@ Every write calls the same service as the API (``site_create``/``site_update``,
 ``profile_create``/``profile_update``, ``site_probe``, ``site_credentials_write``,
 ``sku_create``/``sku_update``): forms only check the *shape* of input with the services' own
 validators, and a service error is shown to the operator with nothing changed. Workflow pages
-live in ``maas_domain/workflow/admin.py`` (generic) and each app's ``admin.py``.
+live in ``workflows/admin.py`` (generic) and each app's ``admin.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from django.utils.safestring import SafeString
 from maas_domain import admin_audit, urlsafety
 from maas_domain.access import Action, ActionAdmin, allowed
 from maas_domain.errors import DomainError, InvalidInput
+from maas_domain.humanize import humanize_age
 from maas_domain.models import (
     Allocation,
     ApiToken,
@@ -48,7 +49,6 @@ from maas_domain.services.credentials import site_credentials_metadata, site_cre
 from maas_domain.services.probe import site_probe
 from maas_domain.services.tokens import api_token_list, api_token_revoke
 from maas_domain.validators import interface_error, ipv4_subnet_error
-from maas_domain.workflow.admin import humanize_age
 
 HEALTH_COLOURS = {
     "healthy": "#198754",

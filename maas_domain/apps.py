@@ -11,7 +11,7 @@ class MaasDomainConfig(AppConfig):
         from maas_domain.events import outbox_gauge
         from maas_domain.logging import install_record_factory
         from maas_domain.observability.metrics import register_gauge_source
-        from maas_domain.workflow.kinds import workflows_gauge
+        from maas_domain.work import workflows_gauge
 
         install_record_factory()
         # The metrics endpoint's database-derived gauges (docs/observability.md): each part of

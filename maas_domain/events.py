@@ -37,7 +37,7 @@ _OTHER_TYPES: set[str] = set()
 
 
 def register_kind(kind: str) -> None:
-    """Called by the registry of workflow kinds (``maas_domain.workflow.kinds.register``)."""
+    """Called by the registry of workflow kinds (``workflows.kinds.register``)."""
     _KINDS.add(kind)
 
 

@@ -13,13 +13,12 @@ from typing import Any
 from django.db.models import BigIntegerField, CharField, F, Q, QuerySet, Value
 from django.db.models.functions import Cast
 
-from maas_domain.maas.errors import MaasError
-from maas_domain.maas.factory import client_for_site
+from maas_client.errors import MaasError
 from maas_domain.models import Allocation, AuditLog, Node
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import unreadable
-from maas_domain.workflow.kinds import KINDS
-from maas_domain.workflow.models import OPEN_STATES
+from maas_domain.site_client import client_for_site
+from maas_domain.work import KINDS, OPEN_STATES
 
 WORKFLOW_FIELDS = ("id", "state", "stage", "attempt", "failure_class", "reason", "created_at",
                    "finished_at")  # fmt: skip

@@ -5,7 +5,7 @@ Resolution order, per field: the profile's override, else the site's value, else
 below. ``stage_timeouts`` merges per key, so a profile can lengthen one stage's timeout without
 restating the others; its keys are ``<stage>`` (that stage in every workflow kind) or
 ``<kind>.<stage>`` (one kind's stage, which wins), and the defaults are each stage's own
-declaration (``maas_domain/workflow/kinds.py``, ``Stage.timeout``).
+declaration (``workflows/kinds.py``, ``Stage.timeout``).
 
 Storage: ``MaasSite.policy`` and ``SiteProfile.policy_overrides`` hold only the keys that were
 set explicitly (JSON merge-patch on update: a ``null`` removes a key). Every write goes through
@@ -204,7 +204,7 @@ POLICY_FIELDS = {f.name: f for f in fields(Policy)}
 @dataclass
 class _StageCatalogue:
     """The stages policy may time out, supplied by the registry of workflow kinds
-    (``maas_domain/workflow/kinds.py``): the keys ``stage_timeouts`` accepts with the defaults
+    (``workflows/kinds.py``): the keys ``stage_timeouts`` accepts with the defaults
     they override, and the effective table the API shows."""
 
     keys: Callable[[], Mapping[str, int | None]] = dict

@@ -13,7 +13,7 @@ import struct
 from typing import Any
 from xml.sax.saxutils import escape
 
-from maas_domain.maas.status import RELEASABLE, NodeStatus
+from maas_client.status import RELEASABLE, NodeStatus
 from maas_simulator import testing
 from maas_simulator.constraints import Filter, usable_architectures
 from maas_simulator.model import ApiError, Machine, Simulator, conflict, invalid

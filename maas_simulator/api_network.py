@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from maas_domain.maas.status import INTERFACE_EDITABLE, NodeStatus
+from maas_client.status import INTERFACE_EDITABLE, NodeStatus
 from maas_simulator.model import (
     ApiError,
     Device,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 from maas_simulator.model import ApiError, Machine, Simulator, conflict, invalid
 from maas_simulator.storage import FORMATTABLE, BlockDevice, Filesystem, Partition
 from maas_simulator.wire import Request, Response, mandatory, require, text

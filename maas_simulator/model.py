@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from maas_domain.maas.status import FAILURE_OF, LABELS, RELEASABLE, NodeStatus
+from maas_client.status import FAILURE_OF, LABELS, RELEASABLE, NodeStatus
 from maas_simulator.network import Interface, Link, Network, Subnet
 from maas_simulator.storage import (
     BlockDevice,

@@ -20,7 +20,7 @@ from typing import Any
 import requests
 import yaml
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 
 log = logging.getLogger("maas.simulator.node")
 AGENT_CONFIG = "/etc/gpuaas/node-agent.yaml"

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 from maas_simulator.faults import RequestFault
 from maas_simulator.model import (
     BootResource,

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 from maas_simulator import api, recording, scenario
 from maas_simulator.faults import RequestFault
 from maas_simulator.model import API_PREFIX, ApiError, MachineFaults, Simulator

@@ -15,7 +15,7 @@ import threading
 
 import requests
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 from maas_simulator.model import Machine, ScriptResult, ScriptSet, Simulator, User, invalid
 
 S = NodeStatus

@@ -15,7 +15,7 @@ from email.policy import HTTP
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 from maas_simulator.model import (
     API_PREFIX,
     ApiError,

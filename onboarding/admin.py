@@ -16,16 +16,16 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from maas_domain.access import Action, ActionAdmin, allowed
+from maas_domain.diagnostics import machine_diagnostics
 from maas_domain.errors import DomainError
-from maas_domain.maas.diagnostics import machine_diagnostics
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus, SiteStatus
 from maas_domain.validators import hostname_error, ipv4_error
-from maas_domain.workflow.admin import STATE_COLOURS, WorkflowAdmin, state_badge
-from maas_domain.workflow.models import WorkflowState
+from maas_domain.work import WorkflowState
 from onboarding import services
 from onboarding.api import batch_summary
 from onboarding.models import Onboarding, OnboardingBatch
+from workflows.admin import STATE_COLOURS, WorkflowAdmin, state_badge
 
 
 def _checked(check: Any) -> Any:

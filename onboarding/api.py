@@ -26,18 +26,18 @@ from rest_framework.response import Response
 
 from maas_domain import dryrun, throttling
 from maas_domain.access import Action, WorkflowActions
-from maas_domain.api import workflows
 from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.schema import IDEMPOTENCY_KEY
 from maas_domain.api.serializers import IPv4Field, StrictMixin, hostname_field
 from maas_domain.observability import metrics
 from maas_domain.validators import hostname_error, ipv4_error
-from maas_domain.workflow.models import OPEN_STATES, WorkflowState
+from maas_domain.work import OPEN_STATES, WorkflowState
 from onboarding import batches as batch_rules
 from onboarding import services
 from onboarding.models import Onboarding, OnboardingBatch
 from onboarding.workflow import KIND
+from workflows import api as workflows
 
 
 def _check(fn: Any) -> Any:

@@ -7,9 +7,9 @@ class OnboardingConfig(AppConfig):
 
     def ready(self) -> None:
         from maas_domain import events
-        from maas_domain.workflow.kinds import register
         from onboarding.batches import BATCH_PAUSED
         from onboarding.workflow import KIND
+        from workflows.kinds import register
 
         register(KIND)
         events.register_type(BATCH_PAUSED)  # not a workflow outcome: registered deliberately

@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from maas_domain import audit, events
-from maas_domain.workflow.models import WorkflowState
+from maas_domain.work import WorkflowState
 from onboarding.models import BatchState, Onboarding, OnboardingBatch
 
 W = WorkflowState

@@ -6,7 +6,8 @@ from django.db import models
 from django.db.models import Q
 
 from maas_domain.models import MaasSite, Node, SiteProfile, Sku
-from maas_domain.workflow.models import OPEN_STATES, Workflow, WorkflowEvent
+from maas_domain.work import OPEN_STATES
+from workflows.models import Workflow, WorkflowEvent
 
 
 class BatchState(models.TextChoices):

@@ -15,24 +15,23 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from maas_client.errors import MaasError
 from maas_domain import audit, context
 from maas_domain.errors import Conflict, Forbidden, GuardrailFailed, InvalidInput, NotFound
-from maas_domain.maas.errors import MaasError
-from maas_domain.maas.factory import client_for_site
 from maas_domain.models import MaasSite, Node, NodeState, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus
 from maas_domain.observability import metrics
 from maas_domain.secrets import SecretNotFound, SecretsError, get_backend
 from maas_domain.services.guardrails import guard_problems, site_problems, target_problems
+from maas_domain.site_client import client_for_site
 from maas_domain.validators import hostname_error, ipv4_error
-from maas_domain.workflow import verbs
-from maas_domain.workflow.dispatch import admit_after_commit
-from maas_domain.workflow.kinds import open_on_node, open_workflows
-from maas_domain.workflow.models import WorkflowState
-from maas_domain.workflow.scheduling import Start, start_workflow, start_workflows, wake
+from maas_domain.work import WorkflowState, open_on_node, open_workflows
 from onboarding import batches, payload
 from onboarding.models import BatchState, Onboarding, OnboardingBatch
 from onboarding.workflow import KIND
+from workflows import verbs
+from workflows.dispatch import admit_after_commit
+from workflows.scheduling import Start, start_workflow, start_workflows, wake
 
 log = logging.getLogger("onboarding")
 MAX_BATCH = 5000

@@ -14,23 +14,23 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from maas_client.errors import MaasNotFound
+from maas_client.status import RELEASABLE, NodeStatus
+from maas_client.types import Event, Machine
 from maas_domain import redaction, urlsafety
 from maas_domain.errors import Conflict
-from maas_domain.maas.errors import MaasNotFound
-from maas_domain.maas.factory import client_for_site
-from maas_domain.maas.status import RELEASABLE, NodeStatus
-from maas_domain.maas.types import Event, Machine
 from maas_domain.models import NodeState, RoceAssignment
 from maas_domain.pki import parse_ca_bundle
 from maas_domain.secrets.sites import ipmi_credentials
 from maas_domain.services.guardrails import machine_holder, target_problems
-from maas_domain.workflow.context import StageContext
-from maas_domain.workflow.kinds import Stage
-from maas_domain.workflow.results import Done, Fail, Result, StageFailed, Wait
+from maas_domain.site_client import client_for_site
 from onboarding import payload
 from onboarding.cloudconfig import PayloadRefused
 from onboarding.fetchcheck import fetch_problem
 from onboarding.models import Onboarding
+from workflows.context import StageContext
+from workflows.kinds import Stage
+from workflows.results import Done, Fail, Result, StageFailed, Wait
 
 S = NodeStatus
 Ctx = StageContext[Onboarding]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from maas_domain.models import Node, NodeState
 from maas_domain.policy import Policy
-from maas_domain.workflow.kinds import KINDS, WorkflowKind
-from maas_domain.workflow.scheduling import wake
 from onboarding import batches
 from onboarding.models import Onboarding, OnboardingEvent
 from onboarding.stages import CANCEL, RESET, STAGES, adopt_stage
+from workflows.kinds import KINDS, WorkflowKind
+from workflows.scheduling import wake
 
 
 def _policy(wf: Onboarding) -> Policy:

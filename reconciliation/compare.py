@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from maas_domain.maas.status import LABELS, NodeStatus
-from maas_domain.maas.types import MachineSummary
+from maas_client.status import LABELS, NodeStatus
+from maas_client.types import MachineSummary
 from maas_domain.models.inventory import NodeState
-from maas_domain.workflow.models import ACTIVE_STATES
+from maas_domain.work import ACTIVE_STATES
 from reconciliation.models import DriftKind, Severity
 
 S = NodeStatus
@@ -68,7 +68,7 @@ class WorkflowRow:
     stage_started_at: datetime | None
     updated_at: datetime
     stage_timeout: int | None
-    # From the stage's declaration (maas_domain/workflow/kinds.py, ``Stage``): the MAAS statuses
+    # From the stage's declaration (workflows/kinds.py, ``Stage``): the MAAS statuses
     # the machine may show in this stage (None: no expectation), and whether the stage may
     # delete the machine (its absence is then not drift).
     expected: frozenset[NodeStatus] | None = None

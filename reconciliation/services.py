@@ -23,18 +23,17 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from maas_client.errors import MaasError
 from maas_domain import audit, context
 from maas_domain.errors import Conflict, InvalidInput, NotFound
 from maas_domain.locks import try_lock
-from maas_domain.maas.errors import MaasError
-from maas_domain.maas.factory import client_for_site
 from maas_domain.models import MaasSite, Node
 from maas_domain.models.inventory import NodeState
 from maas_domain.models.sites import SiteStatus
 from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
+from maas_domain.site_client import client_for_site
 from maas_domain.validators import hostname_error, ipv4_error
-from maas_domain.workflow.kinds import KINDS
 from reconciliation import compare
 from reconciliation.models import (
     ACTIVE_DRIFT,
@@ -46,6 +45,7 @@ from reconciliation.models import (
     ReconcileRun,
     RunState,
 )
+from workflows.kinds import KINDS
 
 log = logging.getLogger("reconciliation")
 ACTIONS = ("acknowledge", "adopt", "mark-manual-intervention")

@@ -25,7 +25,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from maas_domain.maas.client import MaasClient
+from maas_client.client import MaasClient
 from maas_domain.services.tokens import api_token_create
 from onboarding import payload
 from tests.support.flows import Flow, settle, start

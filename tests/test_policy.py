@@ -15,7 +15,7 @@ from maas_domain.policy import (
     resolve_policy,
     validate_policy,
 )
-from maas_domain.workflow.kinds import effective_stage_timeouts
+from workflows.kinds import effective_stage_timeouts
 
 # For each field: a valid non-default site value and a different valid profile value.
 SAMPLES: dict[str, tuple[Any, Any]] = {

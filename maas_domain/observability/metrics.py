@@ -158,7 +158,7 @@ def stage_recorded(
     *,
     cancelling: bool = False,
 ) -> None:
-    """Called by the engine (``maas_domain.workflow.step.record``) with the final result of one
+    """Called by the engine (``workflows.step.record``) with the final result of one
     step and the timeline events the stage added, inside its transaction; counted when that
     transaction commits (a rolled-back result did not happen). Retries are the engine's (a
     ``Retry`` result) and a stage's own (a ``retry.decision`` event that goes on, e.g. release

@@ -16,7 +16,7 @@ from maas_domain import audit
 from maas_domain.errors import Conflict, InvalidInput
 from maas_domain.models import Allocation, AllocationState, Node, NodeState
 from maas_domain.services.common import lock
-from maas_domain.workflow.kinds import open_on_node
+from maas_domain.work import open_on_node
 
 
 def allocation_create(*, actor: audit.Actor, node_id: Any, holder: str) -> Allocation:

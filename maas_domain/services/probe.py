@@ -19,17 +19,17 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from maas_client.client import MaasClient
+from maas_client.errors import MaasAuthError, MaasError, excerpt
+from maas_client.types import BootResource, Subnet
 from maas_domain import audit
 from maas_domain.errors import NotFound
-from maas_domain.maas.client import MaasClient
-from maas_domain.maas.errors import MaasAuthError, MaasError, excerpt
-from maas_domain.maas.factory import client_for_site
-from maas_domain.maas.types import BootResource, Subnet
 from maas_domain.models import CredentialKind, MaasSite, SiteCredential, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteHealth
 from maas_domain.secrets import SecretsError, get_backend
 from maas_domain.secrets.sites import unconfirmed_message
 from maas_domain.services.credentials import confirm_url_matches, credentials_confirm_url
+from maas_domain.site_client import anonymous_client_for_site, client_for_site
 
 PROBE_EXCERPT = 160  # characters kept of what a server said (docs/security.md)
 REQUIRED_CAPABILITIES = ("authenticate-api", "network-deployment-ubuntu")
@@ -160,7 +160,7 @@ def site_probe(
 
     # connectivity first, on its own, so an unreachable MAAS is named as such
     def reachable() -> str:
-        anonymous = MaasClient(site.maas_url, None, verify_tls=site.verify_tls, **_timeouts())
+        anonymous = anonymous_client_for_site(site, **_timeouts())
         try:
             return f"MAAS {anonymous.version().version} answered"
         finally:

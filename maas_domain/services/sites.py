@@ -16,7 +16,7 @@ from maas_domain.policy import merge_policy, validate_policy
 from maas_domain.services.common import audited_update
 from maas_domain.services.credentials import credentials_unbind_on_change
 from maas_domain.validators import hostname_error
-from maas_domain.workflow.kinds import open_workflows
+from maas_domain.work import open_workflows
 
 MAX_APPROVED_HOSTS = 1000
 

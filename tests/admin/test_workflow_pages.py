@@ -271,8 +271,8 @@ def test_kind_specific_operation_is_offered_confirmed_and_run(ops: Any, monkeypa
     from django.db import transaction
 
     from maas_domain import audit
-    from maas_domain.workflow.admin import Operation
     from onboarding.admin import OnboardingAdmin
+    from workflows.admin import Operation
 
     calls: list[tuple[int, str, str]] = []
 

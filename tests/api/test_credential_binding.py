@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from maas_domain.maas.factory import client_for_site
 from maas_domain.models import AuditLog, MaasSite, SiteCredential
 from maas_domain.secrets import SecretsError
+from maas_domain.site_client import client_for_site
 from tests.factories import make_profile, make_site
 from tests.support.maas import API_KEY, Sim
 from tests.support.recorder import Recorder

@@ -20,7 +20,6 @@ from rest_framework.test import APIClient
 
 from decommission.models import Decommission
 from maas_domain import dryrun
-from maas_domain.maas.factory import client_for_site
 from maas_domain.models import (
     Allocation,
     ApiToken,
@@ -31,6 +30,7 @@ from maas_domain.models import (
 )
 from maas_domain.secrets import get_backend
 from maas_domain.services.tokens import api_token_create
+from maas_domain.site_client import client_for_site
 from onboarding.models import Onboarding, OnboardingBatch
 from reconciliation.models import DriftRecord
 from tests.support.flows import Flow, active_node

@@ -177,8 +177,8 @@ def test_list_filters_search_and_constant_queries(api: APIClient, site: MaasSite
 def test_admission_is_one_queue_across_kinds_oldest_first(site: MaasSite) -> None:
     from datetime import timedelta
 
-    from maas_domain.workflow.scheduling import admit
     from tests.factories import make_onboarding
+    from workflows.scheduling import admit
 
     site.policy = {"max_concurrent_workflows": 1}
     site.save()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from decommission.models import Decommission, Mode
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 from maas_domain.models import Allocation, Node
 from tests.support.stages import Bench, run_stage
 

@@ -7,16 +7,16 @@ import logging
 
 import pytest
 
-from maas_domain.maas.client import MaasClient, api_root, encode_multipart
-from maas_domain.maas.errors import (
+from maas_client.client import MaasClient, api_root, encode_multipart
+from maas_client.errors import (
     MaasAuthError,
     MaasBadRequest,
     MaasNotFound,
     MaasStateConflict,
     MaasTransient,
 )
-from maas_domain.maas.metrics import CallStats
-from maas_domain.maas.status import NodeStatus
+from maas_client.stats import CallStats
+from maas_client.status import NodeStatus
 from tests.support.maas import API_KEY, Sim, wait_for
 
 S = NodeStatus

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
-from maas_domain.maas.client import MaasClient
-from maas_domain.maas.errors import MaasError
+from maas_client.client import MaasClient
+from maas_client.errors import MaasError
 from maas_domain.models import MaasSite
+from maas_domain.site_client import client_for_site
 from tests.factories import make_profile, make_site
 from tests.support.maas import API_KEY
 from tests.support.recorder import Answer, Recorder, maas_like
@@ -103,12 +105,28 @@ def test_a_maas_answer_that_dribbles_is_cut_at_the_overall_deadline() -> None:
 
 @pytest.mark.parametrize("address", ["169.254.169.254", "[fe80::1]", "[fd00:ec2::254]"])
 def test_metadata_addresses_are_refused_as_maas_targets(address: str) -> None:
-    client = MaasClient(f"http://{address}/MAAS/", API_KEY, read_attempts=1, connect_timeout=1)
+    site = MaasSite(name="meta", maas_url=f"http://{address}/MAAS/")  # as the product builds it
+    client = client_for_site(site, api_key=API_KEY, read_attempts=1, connect_timeout=1)
     started = time.monotonic()
     with pytest.raises(MaasError, match="metadata"):
         client.version()
     assert time.monotonic() - started < 1  # refused before any connection attempt
     client.close()
+
+
+def test_every_product_client_is_built_by_the_site_client_module() -> None:
+    """The MAAS client package knows no address rules of its own (it imports nothing of the
+    project): the product's clients get them from maas_domain/site_client.py, so nothing else
+    may construct one."""
+    root = Path(__file__).resolve().parents[2]
+    product = ["maas_domain", "workflows", "onboarding", "decommission", "reconciliation"]
+    builders = sorted(
+        str(path.relative_to(root))
+        for package in product
+        for path in (root / package).rglob("*.py")
+        if "MaasClient(" in path.read_text()
+    )
+    assert builders == ["maas_domain/site_client.py"]
 
 
 @pytest.mark.django_db

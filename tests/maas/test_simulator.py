@@ -26,7 +26,7 @@ import orjson
 import pytest
 import requests
 
-from maas_domain.maas.client import MaasClient
+from maas_client.client import MaasClient
 from maas_simulator import scenario
 from maas_simulator.model import Simulator
 from tests.support.maas import API_KEY, Api, Sim, make_sim

@@ -9,7 +9,7 @@ from typing import Any
 
 import requests
 
-from maas_domain.maas.client import MaasClient
+from maas_client.client import MaasClient
 from tests.support.maas import Sim, wait_for
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from maas_domain.maas.client import MaasClient
-from maas_domain.maas.errors import MaasBadRequest
-from maas_domain.maas.status import NodeStatus
+from maas_client.client import MaasClient
+from maas_client.errors import MaasBadRequest
+from maas_client.status import NodeStatus
 from tests.support.maas import Sim, wait_for
 
 S = NodeStatus

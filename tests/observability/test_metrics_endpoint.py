@@ -11,15 +11,17 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from maas_client.errors import MaasTransient
 from maas_domain import events
-from maas_domain.maas.client import MaasClient
-from maas_domain.maas.errors import MaasTransient
-from maas_domain.models import OutboxEvent
+from maas_domain.models import MaasSite, OutboxEvent
 from maas_domain.observability import exposition, metrics
-from maas_domain.workflow.kinds import KINDS, WorkflowKind
+from maas_domain.site_client import client_for_site
+from maas_domain.work import KINDS
 from onboarding.models import Onboarding, OnboardingEvent
 from tests.factories import make_onboarding, make_site
 from tests.observability.scrape import families, parse, value
+from tests.support.maas import API_KEY
+from workflows.kinds import WorkflowKind
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/admin/metrics"
@@ -145,8 +147,10 @@ def test_open_drift_and_reconcile_duration_once_wired(
 
 
 def test_maas_requests_are_counted_by_operation_outcome_and_code(
-    api: APIClient, maas: MaasClient, sim: Any
+    api: APIClient, sim: Any, sleeps: list[float]
 ) -> None:
+    site = MaasSite(name="test-site", maas_url=sim.url)  # a client as the product builds it
+    maas = client_for_site(site, api_key=API_KEY, sleep=sleeps.append, read_timeout=5)
     before = parse(scrape(api))
     maas.version()
     sim.faults({"kind": "502", "count": 4, "method": "GET"})

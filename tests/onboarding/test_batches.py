@@ -14,12 +14,12 @@ from rest_framework.test import APIClient
 
 from config import celery_app
 from maas_domain.models import AuditLog, OutboxEvent
-from maas_domain.workflow.scheduling import admit
 from onboarding import batches
 from onboarding.models import Onboarding, OnboardingBatch
 from onboarding.services import onboarding_start_batch
 from tests.factories import make_profile, make_site, make_sku
 from tests.support.asyncapi import validate
+from workflows.scheduling import admit
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/admin/onboardings/batches"

@@ -13,12 +13,12 @@ import redis
 import requests
 from django.conf import settings
 
-from maas_domain.workflow import step
-from maas_domain.workflow.scheduling import admit
-from maas_domain.workflow.step import advance
 from onboarding.models import Onboarding
 from tests.support.flows import Flow, settle, start, wait_until
 from tests.support.workers import Workers
+from workflows import step
+from workflows.scheduling import admit
+from workflows.step import advance
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from maas_domain.maas.client import MaasClient
-from maas_domain.maas.status import NodeStatus
+from maas_client.client import MaasClient
+from maas_client.status import NodeStatus
 from maas_domain.models import Node, OutboxEvent
 from maas_simulator.node import NodeSide
 from onboarding.models import Onboarding, OnboardingBatch

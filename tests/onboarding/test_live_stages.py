@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 from onboarding.models import Onboarding
 from tests.support.stages import Bench, run_stage
 
@@ -104,8 +104,8 @@ def test_deploy_asks_for_hardware_sync_when_policy_requires_it(bench: Bench) -> 
 def test_rerun_clears_the_previous_runs_completion_and_enrollment(bench: Bench) -> None:
     from django.utils import timezone
 
-    from maas_domain.workflow import verbs
     from onboarding.workflow import KIND
+    from workflows import verbs
 
     now = timezone.now()
     wf = onboarding(bench, "t1", "10.5.1.1", token_attempt=1, enrolled_attempt=1)
@@ -127,8 +127,8 @@ def test_rerun_clears_the_previous_runs_completion_and_enrollment(bench: Bench) 
 def test_resume_keeps_what_the_same_attempt_already_proved(bench: Bench) -> None:
     from django.utils import timezone
 
-    from maas_domain.workflow import verbs
     from onboarding.workflow import KIND
+    from workflows import verbs
 
     now = timezone.now()
     wf = onboarding(bench, "t2", "10.5.1.2", token_attempt=1, enrolled_attempt=1, stage="complete")
@@ -579,7 +579,7 @@ def test_a_presigned_bundle_signature_reaches_the_node_but_no_timeline_or_reason
 
 
 def wait_for_status(bench: Bench, sid: str, status: NodeStatus) -> None:
-    from maas_domain.maas.client import MaasClient
+    from maas_client.client import MaasClient
     from tests.support.maas import API_KEY, wait_for
 
     client = MaasClient(bench.sim.url, API_KEY, site="check")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 from onboarding.models import Onboarding
 from onboarding.payload import read_tokens
 from tests.support.stages import Bench, run_stage

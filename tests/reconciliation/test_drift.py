@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from maas_domain.maas.client import MaasClient
+from maas_client.client import MaasClient
 from maas_domain.models import AuditLog, MaasSite, Node
 from reconciliation.models import DriftRecord, NodeMaasState, ReconcileRun
 from tests.factories import make_node, make_onboarding
@@ -367,7 +367,7 @@ def test_decommission_workflows_are_judged_through_the_engine_registry(
     """Reconciliation knows workflow kinds only through the registry (kinds.KINDS): a
     decommission stuck in its release stage is reported, its erase is what the stage expects,
     and a machine its retire stage deleted is not missing."""
-    from maas_domain.workflow.kinds import KINDS
+    from workflows.kinds import KINDS
 
     model = KINDS["decommission"].model
     erasing = sim.add(hostname="gpu-d", status="disk_erasing", power_address="10.10.0.21")

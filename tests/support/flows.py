@@ -18,9 +18,9 @@ from devtools.demo import demo_ca_pem
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
 from maas_domain.services.probe import site_probe
-from maas_domain.workflow.scheduling import sweep
 from maas_simulator.node import NodeSide
 from tests.support.maas import API_KEY, Sim, make_sim
+from workflows.scheduling import sweep
 
 CA_PEM = demo_ca_pem()
 

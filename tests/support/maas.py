@@ -11,8 +11,8 @@ import pytest
 import requests
 from requests_oauthlib import OAuth1
 
-from maas_domain.maas.client import MaasClient
-from maas_domain.maas.status import NodeStatus
+from maas_client.client import MaasClient
+from maas_client.status import NodeStatus
 from maas_simulator import scenario
 from maas_simulator.model import Simulator
 from maas_simulator.server import SimulatorServer

@@ -22,11 +22,11 @@ from django.utils import timezone
 from devtools.demo import demo_ca_pem
 from maas_domain.models import MaasSite, Node, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
-from maas_domain.workflow import step
-from maas_domain.workflow.context import StageContext
-from maas_domain.workflow.kinds import KINDS
-from maas_domain.workflow.results import Result
 from tests.support.maas import API_KEY, Sim, make_sim
+from workflows import step
+from workflows.context import StageContext
+from workflows.kinds import KINDS
+from workflows.results import Result
 
 CA_PEM = demo_ca_pem()
 

@@ -10,14 +10,14 @@ import pytest
 from django.db import connection
 
 from config import celery_app
-from maas_domain import events
+from maas_domain import events, work
 from maas_domain.coalesce import Coalescer
 from maas_domain.models import MaasSite
-from maas_domain.workflow import dispatch
-from maas_domain.workflow.kinds import KINDS, WorkflowKind
-from maas_domain.workflow.scheduling import Start, start_workflow
 from tests.factories import make_site
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script, make_kind
+from workflows import dispatch
+from workflows.kinds import KINDS, WorkflowKind
+from workflows.scheduling import Start, start_workflow
 
 
 @dataclass
@@ -70,6 +70,7 @@ def kind(db: None, script: Script, monkeypatch: pytest.MonkeyPatch) -> WorkflowK
         editor.create_model(FakeEvent)
     fake = make_kind(script)
     monkeypatch.setitem(KINDS, "fake", fake)
+    monkeypatch.setitem(work.KINDS, "fake", fake)  # the core's view of the registry
     monkeypatch.setattr(events, "_KINDS", {*events._KINDS, "fake"})
     return fake
 

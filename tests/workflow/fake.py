@@ -17,10 +17,11 @@ from django.db.models import Q
 
 from maas_domain.models import Node
 from maas_domain.policy import Policy, resolve_policy
-from maas_domain.workflow.context import StageContext
-from maas_domain.workflow.kinds import Stage, WorkflowKind
-from maas_domain.workflow.models import OPEN_STATES, Workflow, WorkflowEvent
-from maas_domain.workflow.results import Done, Result
+from maas_domain.work import OPEN_STATES
+from workflows.context import StageContext
+from workflows.kinds import Stage, WorkflowKind
+from workflows.models import Workflow, WorkflowEvent
+from workflows.results import Done, Result
 
 
 class FakeWorkflow(Workflow):

@@ -11,12 +11,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from maas_domain.models import MaasSite
-from maas_domain.workflow import step
-from maas_domain.workflow.context import StageContext
-from maas_domain.workflow.results import Done, Wait
-from maas_domain.workflow.scheduling import admit
 from tests.workflow.conftest import Sent
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script
+from workflows import step
+from workflows.context import StageContext
+from workflows.results import Done, Wait
+from workflows.scheduling import admit
 
 pytestmark = pytest.mark.django_db
 

@@ -12,18 +12,18 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from maas_client.errors import MaasBadRequest, MaasTransient
 from maas_domain.errors import InvalidInput
-from maas_domain.maas.errors import MaasBadRequest, MaasTransient
 from maas_domain.models import AuditLog, MaasSite, OutboxEvent
 from maas_domain.policy import resolve_policy, validate_policy
 from maas_domain.secrets import SecretsUnavailable
-from maas_domain.workflow import step
-from maas_domain.workflow.context import StageContext
-from maas_domain.workflow.kinds import KINDS, WorkflowKind
-from maas_domain.workflow.results import Done, Fail, Hold, Retry, StageFailed, Wait
-from maas_domain.workflow.scheduling import admit, sweep, wake
 from tests.workflow.conftest import Sent
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script
+from workflows import step
+from workflows.context import StageContext
+from workflows.kinds import KINDS, WorkflowKind
+from workflows.results import Done, Fail, Hold, Retry, StageFailed, Wait
+from workflows.scheduling import admit, sweep, wake
 
 pytestmark = pytest.mark.django_db
 
@@ -401,7 +401,7 @@ def test_a_burst_of_endings_asks_for_one_admission_now_and_one_at_the_window_end
 ) -> None:
     from django.db import transaction
 
-    from maas_domain.workflow.dispatch import ADMIT_WINDOW_SECONDS, admit_after_commit
+    from workflows.dispatch import ADMIT_WINDOW_SECONDS, admit_after_commit
 
     for _ in range(5):  # five workflows of one site end within the window
         with django_capture_on_commit_callbacks(execute=True), transaction.atomic():

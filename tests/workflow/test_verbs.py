@@ -11,12 +11,13 @@ from django.utils import timezone
 
 from maas_domain.errors import Conflict, InvalidInput
 from maas_domain.models import AuditLog, MaasSite, OutboxEvent
-from maas_domain.workflow import step, verbs
-from maas_domain.workflow.models import Workflow, WorkflowState, sources, target
-from maas_domain.workflow.scheduling import admit
-from maas_domain.workflow.verbs import VERBS
+from maas_domain.work import WorkflowState
 from tests.workflow.conftest import Sent
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script
+from workflows import step, verbs
+from workflows.models import Workflow, sources, target
+from workflows.scheduling import admit
+from workflows.verbs import VERBS
 
 pytestmark = pytest.mark.django_db
 W = WorkflowState
@@ -206,7 +207,7 @@ def test_cancel_of_a_live_workflow_runs_the_cancel_stage(
 def test_a_cancel_that_cannot_compensate_freezes_the_workflow(
     start: Any, apply: Any, script: Script, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from maas_domain.workflow.results import Fail
+    from workflows.results import Fail
 
     wf = put(start(), W.RUNNING, stage="second")
     script.then(wf, "cancel", Fail("maas_state_conflict", "MAAS refused the abort"))

@@ -35,7 +35,7 @@ from devtools.demo import demo_onboarding_start, demo_site_ensure
 from maas_domain.models import ApiToken
 from maas_domain.observability.exposition import wipe
 from maas_domain.services.tokens import api_token_create, api_token_revoke
-from maas_domain.workflow.models import WorkflowState
+from maas_domain.work import WorkflowState
 from onboarding.models import Onboarding
 
 EMBEDDED_TOKEN_NAME = "embedded"  # noqa: S105 (a label)

@@ -19,13 +19,13 @@ from django.db.models import QuerySet
 from django.db.models.sql.subqueries import UpdateQuery
 from django.utils import timezone
 
-from maas_domain.maas.client import MaasClient
-from maas_domain.maas.factory import client_for_site
-from maas_domain.maas.types import Machine
+from maas_client.client import MaasClient
+from maas_client.types import Machine
 from maas_domain.policy import Policy
-from maas_domain.workflow.kinds import M, WorkflowKind
-from maas_domain.workflow.models import WorkflowEvent
-from maas_domain.workflow.results import LeaseLost, RowChanged
+from maas_domain.site_client import client_for_site
+from workflows.kinds import M, WorkflowKind
+from workflows.models import WorkflowEvent
+from workflows.results import LeaseLost, RowChanged
 
 
 def lease_seconds() -> float:

@@ -21,22 +21,16 @@ from django.db import models, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
+from maas_client.errors import MaasError
 from maas_domain import audit, context, dryrun, events
 from maas_domain.locks import try_lock
-from maas_domain.maas.errors import MaasError
-from maas_domain.maas.factory import client_for_site
 from maas_domain.models import MaasSite
 from maas_domain.secrets import SecretsError
-from maas_domain.workflow.dispatch import ADMIT, admit_after_commit, enqueue
-from maas_domain.workflow.kinds import KINDS, M, WorkflowKind
-from maas_domain.workflow.models import (
-    ACTIVE_STATES,
-    RUNNABLE_STATES,
-    Workflow,
-    WorkflowState,
-    sources,
-    target,
-)
+from maas_domain.site_client import client_for_site
+from maas_domain.work import ACTIVE_STATES, WorkflowState
+from workflows.dispatch import ADMIT, admit_after_commit, enqueue
+from workflows.kinds import KINDS, M, WorkflowKind
+from workflows.models import RUNNABLE_STATES, Workflow, sources, target
 
 log = logging.getLogger("workflow")
 W = WorkflowState

@@ -20,11 +20,11 @@ from maas_domain.api.idempotency import idempotent
 from maas_domain.api.pagination import Pagination
 from maas_domain.api.schema import IDEMPOTENCY_KEY
 from maas_domain.api.serializers import StrictMixin
+from maas_domain.diagnostics import cached_diagnostics
 from maas_domain.errors import InvalidInput
-from maas_domain.maas.diagnostics import cached_diagnostics
-from maas_domain.workflow import verbs
-from maas_domain.workflow.kinds import WorkflowKind
-from maas_domain.workflow.models import WorkflowState
+from maas_domain.work import WorkflowState
+from workflows import verbs
+from workflows.kinds import WorkflowKind
 
 EVENT_FIELDS = ["id", "at", "kind", "stage", "attempt", "message", "data", "actor_name"]
 VERB_NAMES = list(verbs.VERBS)

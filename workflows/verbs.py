@@ -26,9 +26,10 @@ from django.utils import timezone
 from maas_domain import audit, events
 from maas_domain.errors import Conflict, InvalidInput
 from maas_domain.models import Node
-from maas_domain.workflow.dispatch import admit_after_commit, enqueue
-from maas_domain.workflow.kinds import M, WorkflowKind, open_on_node
-from maas_domain.workflow.models import Move, Workflow, WorkflowState
+from maas_domain.work import WorkflowState, open_on_node
+from workflows.dispatch import admit_after_commit, enqueue
+from workflows.kinds import M, WorkflowKind
+from workflows.models import Move, Workflow
 
 W = WorkflowState
 

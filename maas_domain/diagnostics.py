@@ -9,10 +9,10 @@ from typing import Any
 from django.core.cache import cache
 from django.utils import timezone
 
-from maas_domain.maas.errors import MaasError
-from maas_domain.maas.factory import client_for_site
+from maas_client.errors import MaasError
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import unreadable
+from maas_domain.site_client import client_for_site
 
 
 def machine_diagnostics(site: Any, system_id: str, *, events: int = 25) -> dict[str, Any]:

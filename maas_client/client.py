@@ -6,6 +6,9 @@ slashes, JSON answers. Every request has connect and read timeouts, is counted a
 operation and outcome, and is logged with site, system_id and the correlation id (never with
 parameters: some carry power passwords or user data).
 
+This package imports nothing of the project's: the product builds clients for its sites in
+``maas_domain/site_client.py`` (URL, TLS, key, the outbound address rules and the metrics).
+
 Retries: only safe reads (GET) are retried, on ``MaasTransient``, with capped exponential
 backoff and full jitter, honouring Retry-After. Mutations are sent once; on a transient failure
 the caller gets ``MaasTransient(maybe_applied=...)`` and must read the machine back.
@@ -30,11 +33,9 @@ import requests
 from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
 from requests_oauthlib import OAuth1
 
-from maas_domain import urlsafety
-from maas_domain.maas import types
-from maas_domain.maas.errors import MaasError, MaasServerError, MaasTransient, classify
-from maas_domain.maas.metrics import STATS, CallStats
-from maas_domain.observability import metrics as prometheus
+from maas_client import types
+from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify
+from maas_client.stats import STATS, CallStats
 
 log = logging.getLogger("maas.client")
 
@@ -106,7 +107,16 @@ def _b(value: bool) -> str:
     return "true" if value else "false"
 
 
+# Called after every HTTP attempt with (site, operation, outcome, status, seconds): the product
+# counts it in Prometheus (maas_domain/site_client.py); this package imports nothing of ours.
+Observer = Callable[[str, str, str, int | None, float], None]
+
+
 class MaasClient:
+    """``target_problem(host, port)`` names why an address must not be called (a metadata
+    address, docs/security.md) before the first connection; ``maas_domain/site_client.py``
+    builds every product client with it."""
+
     def __init__(
         self,
         url: str,
@@ -125,8 +135,12 @@ class MaasClient:
         before_mutation: Callable[[str], None] | None = None,
         max_body: int = DEFAULT_MAX_BODY,
         deadline: float = DEFAULT_DEADLINE,
+        target_problem: Callable[[str, int | None], str | None] | None = None,
+        observe: Observer | None = None,
     ) -> None:
         self.before_mutation = before_mutation
+        self.target_problem = target_problem
+        self.observe = observe
         self.max_body = max_body
         self.deadline = deadline
         self._target_checked = False
@@ -239,10 +253,10 @@ class MaasClient:
     def _check_target(self, operation: str, system_id: str) -> None:
         """Refuse link-local and cloud metadata addresses (unless the deployment allows them)
         before the first connection (docs/security.md)."""
-        if self._target_checked:
+        if self._target_checked or self.target_problem is None:
             return
         parts = urlsplit(self.root)
-        problem = urlsafety.resolved_problem(parts.hostname or "", parts.port)
+        problem = self.target_problem(parts.hostname or "", parts.port)
         if problem:
             raise MaasServerError(
                 f"refused to call MAAS: {problem} (MAASCP_ALLOW_LINK_LOCAL_TARGETS allows it)",
@@ -297,7 +311,8 @@ class MaasClient:
     ) -> None:
         seconds = time.monotonic() - started
         self.stats.record(operation, outcome, seconds)
-        prometheus.maas_request(self.site, operation, outcome, status, seconds)
+        if self.observe is not None:
+            self.observe(self.site, operation, outcome, status, seconds)
         log.log(
             logging.INFO
             if outcome != "ok" or not operation.startswith(("get", "list"))

@@ -33,9 +33,10 @@ from django.utils.safestring import SafeString
 
 from maas_domain.access import Action, ActionAdmin, allowed, verb_action
 from maas_domain.errors import Conflict, DomainError
-from maas_domain.workflow import verbs
-from maas_domain.workflow.kinds import KINDS, WorkflowKind
-from maas_domain.workflow.models import OPEN_STATES, WorkflowState
+from maas_domain.humanize import humanize_age
+from maas_domain.work import OPEN_STATES, WorkflowState
+from workflows import verbs
+from workflows.kinds import KINDS, WorkflowKind
 
 W = WorkflowState
 
@@ -90,19 +91,6 @@ def state_badge(state: str, label: str = "") -> SafeString:
         STATE_COLOURS.get(state, "#6c757d"),
         (label or state).replace("_", " "),
     )
-
-
-def humanize_age(delta: timedelta | None) -> str:
-    if delta is None:
-        return "-"
-    seconds = max(int(delta.total_seconds()), 0)
-    if seconds < 90:
-        return f"{seconds}s"
-    if seconds < 90 * 60:
-        return f"{seconds // 60}m"
-    if seconds < 48 * 3600:
-        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
-    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
 
 
 def event_category(kind: str) -> str:

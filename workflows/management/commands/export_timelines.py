@@ -1,4 +1,4 @@
-"""Export workflow timelines as JSON lines, one file per workflow (maas_domain/workflow/archive.py
+"""Export workflow timelines as JSON lines, one file per workflow (workflows/archive.py
 says what "archived" means). Read-only: nothing in the database changes."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from maas_domain.workflow.archive import write_timeline
-from maas_domain.workflow.kinds import KINDS
-from maas_domain.workflow.models import OPEN_STATES
+from maas_domain.work import OPEN_STATES
+from workflows.archive import write_timeline
+from workflows.kinds import KINDS
 
 
 def _date(value: str) -> datetime.datetime:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from maas_domain.maas.status import NodeStatus
+from maas_client.status import NodeStatus
 
 
 def _iso(value: str | None) -> datetime | None:

@@ -16,26 +16,9 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
-
-class WorkflowState(models.TextChoices):
-    # Labels equal the values: the API and the admin show the values as they are.
-    PENDING = "pending", "pending"
-    RUNNING = "running", "running"
-    WAITING = "waiting", "waiting"
-    SUCCEEDED = "succeeded", "succeeded"
-    FAILED = "failed", "failed"
-    CANCELLING = "cancelling", "cancelling"
-    CANCELLED = "cancelled", "cancelled"
-    MANUAL_INTERVENTION = "manual_intervention", "manual_intervention"
-
+from maas_domain.work import OPEN_STATES, WorkflowState
 
 W = WorkflowState
-# A workflow in one of these states owns its host: nothing else may start on it. ``failed`` is
-# closed so a host is not stuck behind a failure nobody can cancel; a recovery verb that reopens
-# a failed workflow goes through the same unique constraint.
-OPEN_STATES = (W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING, W.MANUAL_INTERVENTION)
-# States that hold one of the site's admission slots (max_concurrent_workflows).
-ACTIVE_STATES = (W.RUNNING, W.WAITING, W.CANCELLING)
 # States an execution may claim (run a stage, or the kind's cancel stage).
 RUNNABLE_STATES = (W.RUNNING, W.CANCELLING)
 

@@ -25,16 +25,17 @@ from django.db.models import Case, F, PositiveSmallIntegerField, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from maas_client.errors import MaasError, MaasTransient
 from maas_domain import context, events
-from maas_domain.maas.errors import MaasError, MaasTransient
 from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import CredentialNotConfirmed
-from maas_domain.workflow.context import StageContext, lease_seconds
-from maas_domain.workflow.dispatch import ADVANCE, admit_after_commit, enqueue
-from maas_domain.workflow.kinds import KINDS, M, WorkflowKind
-from maas_domain.workflow.models import RUNNABLE_STATES, WorkflowState
-from maas_domain.workflow.results import (
+from maas_domain.work import WorkflowState
+from workflows.context import StageContext, lease_seconds
+from workflows.dispatch import ADVANCE, admit_after_commit, enqueue
+from workflows.kinds import KINDS, M, WorkflowKind
+from workflows.models import RUNNABLE_STATES
+from workflows.results import (
     Done,
     Fail,
     Hold,

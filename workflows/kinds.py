@@ -12,18 +12,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from django.db.models import Count, Q
-from prometheus_client.core import GaugeMetricFamily
+from django.db.models import Q
 
-from maas_domain import events, policy
-from maas_domain.maas.status import NodeStatus
-from maas_domain.observability.metrics import WORKFLOWS
+from maas_client.status import NodeStatus
+from maas_domain import policy, work
 from maas_domain.policy import Policy
-from maas_domain.workflow.models import Workflow, WorkflowEvent, WorkflowState
-from maas_domain.workflow.results import Result
+from workflows.models import Workflow, WorkflowEvent
+from workflows.results import Result
 
 if TYPE_CHECKING:
-    from maas_domain.workflow.context import StageContext
+    from workflows.context import StageContext
 
 M = TypeVar("M", bound=Workflow)
 
@@ -202,9 +200,10 @@ KINDS: dict[str, WorkflowKind[Any]] = {}
 
 def register(kind: WorkflowKind[Any]) -> None:
     """Called from the kind's app ``ready()``: the engine, the verbs, reconciliation, the
-    policy catalogue, the event catalogue and the admin pages know the kind from here on."""
+    policy catalogue, the event catalogue, the admin pages and the core's records
+    (``maas_domain/work.py``) know the kind from here on."""
     KINDS[kind.name] = kind
-    events.register_kind(kind.name)
+    work.register(kind)
 
 
 # -- what the registry answers ----------------------------------------------------------------
@@ -244,39 +243,4 @@ def effective_stage_timeouts(policy: Policy) -> dict[str, int]:
     return table
 
 
-def open_workflows(*, limit: int | None = 50, **filters: Any) -> list[dict[str, Any]]:
-    """Open workflows of any kind matching ``filters`` (e.g. site=…, node_id=…), as small dicts:
-    how a site or node learns what is still open on it. At most ``limit`` per kind (enough to
-    name them in a refusal); ``None`` when every one matters (a batch's conflict check)."""
-    found: list[dict[str, Any]] = []
-    for kind in KINDS.values():
-        rows = kind.model.objects.filter(kind.model.open_filter(), **filters).values(
-            "id", "hostname", "state"
-        )
-        found.extend(
-            {"kind": kind.name, **row} for row in (rows if limit is None else rows[:limit])
-        )
-    return found
-
-
-def open_on_node(
-    node_id: int, *, exclude: set[tuple[str, int]] | None = None
-) -> list[dict[str, Any]]:
-    """Open workflows holding a node (one open workflow per node across kinds), except
-    ``exclude`` ((kind, id) pairs: the caller itself and its parent or children)."""
-    skip = exclude or set()
-    return [w for w in open_workflows(node_id=node_id) if (w["kind"], w["id"]) not in skip]
-
-
 policy.use_stage_catalogue(stage_timeout_keys, effective_stage_timeouts)
-
-
-def workflows_gauge() -> list[GaugeMetricFamily]:
-    """Workflows by kind and state for the metrics endpoint: one GROUP BY per registered kind,
-    every state present (zeros included) so that series do not vanish."""
-    family = GaugeMetricFamily(WORKFLOWS, "Workflows by kind and state", labels=["kind", "state"])
-    for name, kind in sorted(KINDS.items()):
-        counts = dict(kind.model.objects.order_by().values_list("state").annotate(n=Count("id")))
-        for state in WorkflowState.values:
-            family.add_metric([name, state], counts.get(state, 0))
-    return [family]
