@@ -11,7 +11,6 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from maas_domain.access import WorkflowActions
 from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.schema import IDEMPOTENCY_KEY, path_id
@@ -97,7 +96,7 @@ START_EXAMPLES = [
 @extend_schema_view(list=extend_schema(operation_id="decommissions_list"))
 @extend_schema(tags=["decommissions"])
 class DecommissionViewSet(
-    WorkflowActions, mixins.ListModelMixin, viewsets.GenericViewSet[Decommission]
+    workflows.WorkflowActions, mixins.ListModelMixin, viewsets.GenericViewSet[Decommission]
 ):
     """Every decommission start (reimage included: it erases the disks) is ``admin``, the
     default for a POST; verbs take their own class (maas_domain/access.py)."""

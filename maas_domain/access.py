@@ -46,36 +46,10 @@ GROUPS = {
     Action.OPERATE: "maascp-operate",
     Action.ADMIN: "maascp-admin",
 }
-# The recovery verbs (workflows/verbs.py) by class.
-VERB_ACTIONS = {
-    "retry": Action.OPERATE,
-    "resume": Action.OPERATE,
-    "rerun": Action.OPERATE,
-    "adopt": Action.OPERATE,
-    "mark-manual-intervention": Action.OPERATE,
-    "restart-clean": Action.ADMIN,
-    "cancel": Action.ADMIN,
-}
 
 
 def permission(action: Action) -> str:
     return f"maas_domain.access_{action.value}"
-
-
-def verb_action(verb: str) -> Action:
-    """A verb's class; an unknown verb or kind-specific operation is ``admin``."""
-    return VERB_ACTIONS.get(verb, Action.ADMIN)
-
-
-class WorkflowActions:
-    """For a workflow API view: ``verb`` takes its verb's class; ``action_classes`` the rest."""
-
-    kwargs: dict[str, Any]
-
-    def required_action(self, request: Request) -> Action | None:
-        if getattr(self, "action", None) == "verb":
-            return verb_action(str(self.kwargs.get("verb", "")))
-        return None
 
 
 def user_rank(user: Any) -> int:

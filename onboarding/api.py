@@ -25,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from maas_domain import dryrun, throttling
-from maas_domain.access import Action, WorkflowActions
+from maas_domain.access import Action
 from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.schema import IDEMPOTENCY_KEY
@@ -309,7 +309,7 @@ BATCH_EXAMPLE = OpenApiExample(
 @extend_schema_view(list=extend_schema(operation_id="onboardings_list"))
 @extend_schema(tags=["onboardings"])
 class OnboardingViewSet(
-    WorkflowActions, mixins.ListModelMixin, viewsets.GenericViewSet[Onboarding]
+    workflows.WorkflowActions, mixins.ListModelMixin, viewsets.GenericViewSet[Onboarding]
 ):
     serializer_class = OnboardingSerializer
     filterset_class = OnboardingFilter

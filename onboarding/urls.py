@@ -4,37 +4,24 @@ from django.urls import re_path
 
 from maas_domain.api.urls import id_group
 from onboarding import api
+from workflows.api import kind_routes
 
-onboardings = api.OnboardingViewSet.as_view({"get": "list", "post": "create"})
-onboarding = api.OnboardingViewSet.as_view({"get": "retrieve"})
 batch = api.OnboardingViewSet.as_view({"post": "batch"})
 batch_detail = api.OnboardingViewSet.as_view({"get": "batch_detail"})
 batch_list = api.OnboardingViewSet.as_view({"get": "batch_list"})
 batch_resume = api.OnboardingViewSet.as_view({"post": "batch_resume"})
 batch_cancel = api.OnboardingViewSet.as_view({"post": "batch_cancel"})
-verb = api.OnboardingViewSet.as_view({"post": "verb"})
-timeline = api.OnboardingViewSet.as_view({"get": "timeline"})
 ID = id_group()
-VERBS = r"(?P<verb>retry|resume|rerun|restart-clean|cancel|adopt|mark-manual-intervention)"
 
 admin_urlpatterns = [
-    re_path(r"^onboardings/?$", onboardings, name="onboarding-list"),
+    *kind_routes(
+        "onboardings", api.OnboardingViewSet, collection={"get": "list", "post": "create"}
+    ),
     re_path(r"^onboardings/batch/?$", batch, name="onboarding-batch"),
     re_path(r"^onboardings/batches/?$", batch_list, name="onboarding-batch-list"),
     re_path(rf"^onboardings/batches/{ID}/?$", batch_detail, name="onboarding-batch-detail"),
-    re_path(
-        rf"^onboardings/batches/{ID}/resume/?$",
-        batch_resume,
-        name="onboarding-batch-resume",
-    ),
-    re_path(
-        rf"^onboardings/batches/{ID}/cancel/?$",
-        batch_cancel,
-        name="onboarding-batch-cancel",
-    ),
-    re_path(rf"^onboardings/{ID}/?$", onboarding, name="onboarding-detail"),
-    re_path(rf"^onboardings/{ID}/{VERBS}/?$", verb, name="onboarding-verb"),
-    re_path(rf"^onboardings/{ID}/timeline/?$", timeline, name="onboarding-timeline"),
+    re_path(rf"^onboardings/batches/{ID}/resume/?$", batch_resume, name="onboarding-batch-resume"),
+    re_path(rf"^onboardings/batches/{ID}/cancel/?$", batch_cancel, name="onboarding-batch-cancel"),
 ]
 
 node_urlpatterns = [

@@ -31,7 +31,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from maas_domain.access import Action, ActionAdmin, allowed, verb_action
+from maas_domain.access import Action, ActionAdmin, allowed
 from maas_domain.errors import Conflict, DomainError
 from maas_domain.humanize import humanize_age
 from maas_domain.work import OPEN_STATES, WorkflowState
@@ -51,18 +51,6 @@ STATE_COLOURS: dict[str, str] = {
     W.MANUAL_INTERVENTION: "#b02a37",
 }
 # Destructive verbs go through a confirmation page showing the dry-run plan and asking why.
-DESTRUCTIVE_VERBS = frozenset({"restart-clean", "cancel"})
-VERB_HELP = {
-    "retry": "Run the failed stage again (attempt + 1).",
-    "resume": "Continue at the current stage (same attempt).",
-    "rerun": "Start again from the first stage; stages adopt what MAAS already has.",
-    "restart-clean": "Undo MAAS-side progress (release, delete a machine we created), then "
-    "run from the top with a new attempt and new tokens.",
-    "cancel": "Stop: abort the in-flight MAAS action where MAAS allows it, end cancelled.",
-    "adopt": "Read MAAS now and continue at the stage that matches what it shows.",
-    "mark-manual-intervention": "Freeze: nothing automatic touches the node until an operator "
-    "resumes, adopts, reruns or restart-cleans it.",
-}
 MAX_BULK = 500
 
 
@@ -201,7 +189,6 @@ class WorkflowAdmin(ActionAdmin[Any]):
         "finished_at",
     )
     extra_list_display: ClassVar[tuple[str, ...]] = ()
-    destructive_verbs: ClassVar[frozenset[str]] = DESTRUCTIVE_VERBS
     # Kind-specific actions offered next to the verbs (buttons, bulk actions, confirmation).
     operations: ClassVar[tuple[Operation, ...]] = ()
     # A start page (the admin's "add"): a form whose valid data ``start`` turns into a row.
@@ -245,7 +232,10 @@ class WorkflowAdmin(ActionAdmin[Any]):
 
     def is_destructive(self, wf: Any, verb: str) -> bool:
         op = self._operation(verb)
-        return op.destructive if op is not None else verb in self.destructive_verbs
+        if op is not None:
+            return op.destructive
+        spec = verbs.VERBS.get(verb)
+        return spec is None or spec.destructive
 
     def _operation(self, name: str) -> Operation | None:
         return next((op for op in self.operations if op.name == name), None)
@@ -255,7 +245,7 @@ class WorkflowAdmin(ActionAdmin[Any]):
         op = self._operation(name)
         if op is not None:
             return Action.ADMIN if op.destructive else Action.OPERATE
-        return verb_action(name)
+        return verbs.access(name)
 
     def offered(self, wf: Any, request: HttpRequest | None = None) -> list[str]:
         """Verbs and operations allowed in the row's current state and, given a request, to its
@@ -407,7 +397,10 @@ class WorkflowAdmin(ActionAdmin[Any]):
 
     def _help(self, name: str) -> str:
         op = self._operation(name)
-        return op.help if op is not None else VERB_HELP.get(name, "")
+        if op is not None:
+            return op.help
+        spec = verbs.VERBS.get(name)
+        return spec.help if spec is not None else ""
 
     def get_urls(self) -> list[URLPattern]:
         info = self.model._meta.app_label, self.model._meta.model_name

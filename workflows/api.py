@@ -4,22 +4,26 @@ workflow kind."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import django_filters
 from django.shortcuts import get_object_or_404
+from django.urls import URLPattern, re_path
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from maas_domain import dryrun
+from maas_domain.access import Action
 from maas_domain.api.filters import IdFilter, UtcIsoDateTimeFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.pagination import Pagination
 from maas_domain.api.schema import IDEMPOTENCY_KEY
 from maas_domain.api.serializers import StrictMixin
+from maas_domain.api.urls import id_group
 from maas_domain.diagnostics import cached_diagnostics
 from maas_domain.errors import InvalidInput
 from maas_domain.work import WorkflowState
@@ -135,6 +139,37 @@ VERB_EXAMPLES = [
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def verb_pattern() -> str:
+    """The ``{verb}`` part of a kind's verb route, from the declarations."""
+    return "(?P<verb>" + "|".join(re.escape(name) for name in verbs.VERBS) + ")"
+
+
+def kind_routes(
+    plural: str, viewset: Any, *, collection: dict[str, str] | None = None
+) -> list[URLPattern]:
+    """The routes every workflow kind has under /api/v1/admin/: the list (``collection``:
+    its methods, e.g. a start by POST), one workflow, its verbs and its timeline."""
+    one, pk = plural.removesuffix("s"), id_group()
+    view = viewset.as_view
+    return [
+        re_path(rf"^{plural}/?$", view(collection or {"get": "list"}), name=f"{one}-list"),
+        re_path(rf"^{plural}/{pk}/?$", view({"get": "retrieve"}), name=f"{one}-detail"),
+        re_path(rf"^{plural}/{pk}/{verb_pattern()}/?$", view({"post": "verb"}), name=f"{one}-verb"),
+        re_path(rf"^{plural}/{pk}/timeline/?$", view({"get": "timeline"}), name=f"{one}-timeline"),
+    ]
+
+
+class WorkflowActions:
+    """For a workflow API view: ``verb`` takes its verb's class; ``action_classes`` the rest."""
+
+    kwargs: dict[str, Any]
+
+    def required_action(self, request: Request) -> Action | None:
+        if getattr(self, "action", None) == "verb":
+            return verbs.access(str(self.kwargs.get("verb", "")))
+        return None
 
 
 def verb_schema(kind: str, answer: type[serializers.Serializer[Any]]) -> Callable[[F], F]:

@@ -24,6 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from maas_domain import audit, events
+from maas_domain.access import Action
 from maas_domain.errors import Conflict, InvalidInput
 from maas_domain.models import Node
 from maas_domain.work import WorkflowState, open_on_node
@@ -36,41 +37,102 @@ W = WorkflowState
 
 @dataclass(frozen=True)
 class Verb:
-    """A verb, the states it may start from, and the transition(s) it performs (each source is
-    one the transition allows: checked by tests/workflow/test_verbs.py)."""
+    """Everything about one verb, declared once: the states it may start from, the
+    transition(s) it performs (each source is one the transition allows: checked by
+    tests/workflow/test_verbs.py), the stage it continues at (``restart_at``: the current one,
+    the first, the kind's reset stage, or the one ``adopt`` reads from MAAS; None: the verb does
+    not reopen), whether it starts a new attempt, the access class it needs, its help text, and
+    whether it is destructive (the admin pages and maasctl ask first) or needs an explicit
+    ``confirm`` in the API. The URL patterns (``workflows.api.verb_pattern``), the access check,
+    the admin's buttons and confirmations and the OpenAPI enum are read from here; maasctl keeps
+    its own copy (``maasctl``'s contract forbids the import), compared by a test."""
 
     name: str
     sources: tuple[WorkflowState, ...]
     moves: tuple[Move, ...]
-    needs_confirm: bool = False
+    access: Action
+    help: str
+    restart_at: str | None = "current"  # current | first | reset | adopted | None
+    new_attempt: bool = False
+    destructive: bool = False
+    needs_confirmation: bool = False
 
 
 REOPEN = (Workflow.reopen,)
 VERBS = {
     v.name: v
     for v in (
-        Verb("retry", (W.FAILED,), REOPEN),
-        Verb("resume", (W.FAILED, W.MANUAL_INTERVENTION, W.RUNNING), REOPEN),
-        Verb("rerun", (W.FAILED, W.SUCCEEDED, W.CANCELLED, W.MANUAL_INTERVENTION), REOPEN),
+        Verb(
+            "retry",
+            (W.FAILED,),
+            REOPEN,
+            Action.OPERATE,
+            "Run the failed stage again (attempt + 1).",
+            new_attempt=True,
+        ),
+        Verb(
+            "resume",
+            (W.FAILED, W.MANUAL_INTERVENTION, W.RUNNING),
+            REOPEN,
+            Action.OPERATE,
+            "Continue at the current stage (same attempt).",
+        ),
+        Verb(
+            "rerun",
+            (W.FAILED, W.SUCCEEDED, W.CANCELLED, W.MANUAL_INTERVENTION),
+            REOPEN,
+            Action.OPERATE,
+            "Start again from the first stage; stages adopt what MAAS already has.",
+            restart_at="first",
+            new_attempt=True,
+        ),
         Verb(
             "restart-clean",
             (W.FAILED, W.CANCELLED, W.MANUAL_INTERVENTION),
             REOPEN,
-            needs_confirm=True,
+            Action.ADMIN,
+            "Undo MAAS-side progress (release, delete a machine we created), then run from the "
+            "top with a new attempt and new tokens.",
+            restart_at="reset",
+            new_attempt=True,
+            destructive=True,
+            needs_confirmation=True,
         ),
         Verb(
             "cancel",
             (W.PENDING, W.RUNNING, W.WAITING),
             (Workflow.end_cancelled, Workflow.begin_cancel),
+            Action.ADMIN,
+            "Stop: abort the in-flight MAAS action where MAAS allows it, end cancelled.",
+            restart_at=None,
+            destructive=True,
         ),
-        Verb("adopt", (W.FAILED, W.MANUAL_INTERVENTION, W.WAITING), REOPEN),
+        Verb(
+            "adopt",
+            (W.FAILED, W.MANUAL_INTERVENTION, W.WAITING),
+            REOPEN,
+            Action.OPERATE,
+            "Read MAAS now and continue at the stage that matches what it shows.",
+            restart_at="adopted",
+        ),
         Verb(
             "mark-manual-intervention",
             (W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING),
             (Workflow.freeze,),
+            Action.OPERATE,
+            "Freeze: nothing automatic touches the node until an operator resumes, adopts, "
+            "reruns or restart-cleans it.",
+            restart_at=None,
         ),
     )
 }
+
+
+def access(verb: str) -> Action:
+    """A verb's access class; anything that is not a verb (a kind's own operation) is
+    ``admin``."""
+    spec = VERBS.get(verb)
+    return spec.access if spec is not None else Action.ADMIN
 
 
 def _worker_vanished(wf: Workflow) -> bool:
@@ -113,22 +175,19 @@ class Plan:
 
 
 def plan(kind: WorkflowKind[M], wf: M, verb: str, *, adopt_stage: str | None = None) -> Plan:
+    spec = VERBS[verb]
     stages = kind.stages_for(wf)
     first = stages[0].name
     stage = {
-        "retry": wf.stage,
-        "resume": wf.stage,
-        "rerun": first,
-        "restart-clean": kind.reset.name if kind.reset else first,
-        "cancel": wf.stage,
-        "adopt": adopt_stage or wf.stage,
-        "mark-manual-intervention": wf.stage,
-    }[verb]
-    attempt = wf.attempt + (1 if verb in ("retry", "rerun", "restart-clean") else 0)
+        "first": first,
+        "reset": kind.reset.name if kind.reset else first,
+        "adopted": adopt_stage or wf.stage,
+    }.get(spec.restart_at or "", wf.stage)
+    attempt = wf.attempt + (1 if spec.new_attempt else 0)
     calls: list[str] = []
     if verb == "cancel" and kind.cancel is not None:
         calls += kind.cancel.maas_calls
-    elif verb != "mark-manual-intervention":
+    elif spec.restart_at is not None:
         names = [s.name for s in stages]
         if kind.reset is not None and stage == kind.reset.name:
             calls += kind.reset.maas_calls
@@ -212,7 +271,7 @@ def apply(
             verb == "resume" and wf.state == W.RUNNING and not _worker_vanished(wf)
         ):
             raise _refuse(wf, verb)
-        if spec.needs_confirm and not confirm and not dry_run:
+        if spec.needs_confirmation and not confirm and not dry_run:
             raise InvalidInput(
                 f"{verb} needs explicit confirmation.", fields={"confirm": ["Must be true."]}
             )
