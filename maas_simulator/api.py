@@ -16,7 +16,9 @@ from maas_simulator import api_machines as mach
 from maas_simulator import api_network as net
 from maas_simulator import api_site as site
 from maas_simulator import api_storage as sto
-from maas_simulator.model import API_PREFIX, ApiError, Simulator
+from maas_simulator.errors import ApiError
+from maas_simulator.model import Simulator
+from maas_simulator.network import API_PREFIX
 from maas_simulator.wire import (
     A,
     Request,

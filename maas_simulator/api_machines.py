@@ -14,9 +14,12 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from maas_domain.maas.status import RELEASABLE, NodeStatus
-from maas_simulator import testing
+from maas_simulator import lifecycle, testing
 from maas_simulator.constraints import Filter, usable_architectures
-from maas_simulator.model import ApiError, Machine, Simulator, conflict, invalid
+from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.model import Simulator
+from maas_simulator.nodes import Machine
+from maas_simulator.render import anon_machine_json, machine_json
 from maas_simulator.storage import LAYOUTS, LayoutError, LayoutFieldsError
 from maas_simulator.wire import (
     MAC,
@@ -47,7 +50,7 @@ def machines_list(sim: Simulator, req: Request) -> Response:
             continue
         if not user.is_superuser and m.owner not in (None, user.username):
             continue  # NodePermission.view: another user's machine is not listed
-        chunks.append(sim.machine_json(m))
+        chunks.append(machine_json(sim, m))
         chunks.append(b",")
     if len(chunks) > 1:
         chunks.pop()
@@ -127,8 +130,8 @@ def machines_create(sim: Simulator, req: Request) -> Response:
     if req.user.is_superuser and (commission is None or bool_field(commission)):
         # MAAS ignores errors of the implicit commissioning (LP:1600328)
         with contextlib.suppress(ApiError):
-            sim.commission(m, req.user, {})
-    return raw(sim.machine_json(m))
+            lifecycle.commission(sim, m, req.user, {})
+    return raw(machine_json(sim, m))
 
 
 def _is_registered(sim: Simulator, req: Request, ignore: set[NodeStatus]) -> bool:
@@ -160,31 +163,6 @@ def machines_enlist(sim: Simulator, req: Request) -> Response:
     macs = [m.lower() for m in req.all("mac_addresses")]
     m = sim.add_machine(hostname=req.get("hostname"), mac_addresses=macs or None)
     return raw(anon_machine_json(sim, m))
-
-
-ANON_FIELDS = (
-    "system_id",
-    "hostname",
-    "domain",
-    "fqdn",
-    "architecture",
-    "status",
-    "power_type",
-    "power_state",
-    "zone",
-    "status_action",
-    "status_message",
-    "status_name",
-    "node_type",
-)
-
-
-def anon_machine_json(sim: Simulator, m: Machine) -> bytes:
-    """``DISPLAYED_ANON_MACHINE_FIELDS``: what an anonymous caller is shown of a machine."""
-    full = json.loads(sim.machine_json(m))
-    return json.dumps(
-        {k: full[k] for k in ANON_FIELDS} | {"resource_uri": full["resource_uri"]}
-    ).encode()
 
 
 def machines_power_parameters(sim: Simulator, req: Request) -> Any:
@@ -223,8 +201,10 @@ def machines_allocate(sim: Simulator, req: Request) -> Response:
         raise ApiError(409, message)
     m = candidates[0][2]
     if not (req.data.get("dry_run") and bool_field(req.data["dry_run"][0])):
-        sim.acquire(m, user, req.data.get("agent_name", [""])[0], req.get("comment") or "")
-    data = json.loads(sim.machine_json(m))
+        lifecycle.acquire(
+            sim, m, user, req.data.get("agent_name", [""])[0], req.get("comment") or ""
+        )
+    data = json.loads(machine_json(sim, m))
     by_type: dict[str, Any] = {}
     storage = form.storage_match(m) if form.storage is not None else {}
     if storage:
@@ -273,13 +253,13 @@ def machines_release(sim: Simulator, req: Request) -> Any:
     for m in sorted(machines, key=lambda m: sim.order.index(m.system_id)):
         if m.status == S.READY:
             continue
-        sim.release(m, user, {"erase": None, "comment": comment})
+        lifecycle.release(sim, m, user, {"erase": None, "comment": comment})
         released.append(m.system_id)
     return released
 
 
 def machine_read(sim: Simulator, req: Request) -> Response:
-    return raw(sim.machine_json(machine_or_404(sim, req)))
+    return raw(machine_json(sim, machine_or_404(sim, req)))
 
 
 def machine_update(sim: Simulator, req: Request) -> Response:
@@ -291,7 +271,7 @@ def machine_update(sim: Simulator, req: Request) -> Response:
         m.power_parameters = {}
     m.power_parameters.update(_power_params_from(req))
     m.touch(sim.now())
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_delete(sim: Simulator, req: Request) -> Response:
@@ -310,15 +290,15 @@ def machine_commission(sim: Simulator, req: Request) -> Response:
         k: req.flag(k) for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
     }
     params["testing_scripts"] = ",".join(req.all("testing_scripts"))
-    sim.commission(m, req.user, params)
-    return raw(sim.machine_json(m))
+    lifecycle.commission(sim, m, req.user, params)
+    return raw(machine_json(sim, m))
 
 
 def machine_test(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
     testing.start(sim, m, req.user, {**req.query, **req.form})
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_deploy(sim: Simulator, req: Request) -> Response:
@@ -344,7 +324,8 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
             400, f"Deployment operating system ubuntu/{series} is unavailable for {m.architecture}."
         )
     user_data = req.get("user_data")
-    sim.deploy(
+    lifecycle.deploy(
+        sim,
         m,
         req.user,
         {
@@ -356,7 +337,7 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
             "comment": req.get("comment"),
         },
     )
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def served_user_data(stored: bytes) -> bytes:
@@ -380,7 +361,8 @@ def served_user_data(stored: bytes) -> bytes:
 def machine_release(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.release(
+    lifecycle.release(
+        sim,
         m,
         req.user,
         {
@@ -391,28 +373,30 @@ def machine_release(sim: Simulator, req: Request) -> Response:
             "comment": req.get("comment"),
         },
     )
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_abort(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.abort(m, req.user, req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.abort(sim, m, req.user, req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_mark_broken(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.mark_broken(m, req.user, req.get("comment") or req.get("error_description") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.mark_broken(
+        sim, m, req.user, req.get("comment") or req.get("error_description") or ""
+    )
+    return raw(machine_json(sim, m))
 
 
 def machine_mark_fixed(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.mark_fixed(m, req.user, req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.mark_fixed(sim, m, req.user, req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_lock(sim: Simulator, req: Request) -> Response:
@@ -420,8 +404,8 @@ def machine_lock(sim: Simulator, req: Request) -> Response:
     assert req.user is not None
     if m.locked:
         raise conflict("Machine is already locked")
-    sim.lock_machine(m, req.user, req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.lock_machine(sim, m, req.user, req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_unlock(sim: Simulator, req: Request) -> Response:
@@ -429,15 +413,15 @@ def machine_unlock(sim: Simulator, req: Request) -> Response:
     assert req.user is not None
     if not m.locked:
         raise conflict("Machine is not locked")
-    sim.unlock_machine(m, req.user, req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.unlock_machine(sim, m, req.user, req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_power_on(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.power(m, req.user, on=True, comment=req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.power(sim, m, req.user, on=True, comment=req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_power_off(sim: Simulator, req: Request) -> Response:
@@ -445,12 +429,12 @@ def machine_power_off(sim: Simulator, req: Request) -> Response:
     assert req.user is not None
     if m.power_type == "manual":
         return raw(b"null")
-    sim.power(m, req.user, on=False, comment=req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.power(sim, m, req.user, on=False, comment=req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_query_power(sim: Simulator, req: Request) -> Any:
-    return {"state": sim.query_power(machine_or_404(sim, req))}
+    return {"state": lifecycle.query_power(sim, machine_or_404(sim, req))}
 
 
 def machine_power_parameters(sim: Simulator, req: Request) -> Any:
@@ -485,7 +469,7 @@ def machine_set_storage_layout(sim: Simulator, req: Request) -> Response:
                 400, "Machine is missing a boot disk; no storage layout can be applied."
             ) from exc
         raise ApiError(400, f"Failed to configure storage layout '{layout}': {exc}") from exc
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def _restorable(m: Machine, what: str) -> None:
@@ -501,14 +485,14 @@ def machine_restore_networking(sim: Simulator, req: Request) -> Response:
     for iface in m.interfaces:
         iface.restore()
     sim.reset_networking(m)
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_restore_storage(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     _restorable(m, "storage configuration.")
     sim.apply_layout(m, sim.config["default_storage_layout"])
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_restore_default(sim: Simulator, req: Request) -> Response:
@@ -518,7 +502,7 @@ def machine_restore_default(sim: Simulator, req: Request) -> Response:
     for iface in m.interfaces:
         iface.restore()
     sim.reset_networking(m)
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_details(sim: Simulator, req: Request) -> Response:
@@ -586,7 +570,7 @@ def machine_set_annotations(sim: Simulator, req: Request) -> Response:
         else:
             m.owner_data.pop(key, None)
     m.touch(sim.now())
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_get_token(sim: Simulator, req: Request) -> Any:

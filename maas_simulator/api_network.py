@@ -8,16 +8,11 @@ import ipaddress
 from typing import Any
 
 from maas_domain.maas.status import INTERFACE_EDITABLE, NodeStatus
-from maas_simulator.model import (
-    ApiError,
-    Device,
-    Node,
-    RackController,
-    Simulator,
-    conflict,
-    invalid,
-)
+from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.model import Simulator
 from maas_simulator.network import Interface, Link, Subnet
+from maas_simulator.nodes import Device, Node, RackController
+from maas_simulator.render import device_json, interface_json, rack_json
 from maas_simulator.wire import (
     Request,
     Response,
@@ -37,7 +32,7 @@ CHOICE = "Select a valid choice. That choice is not one of the available choices
 
 def interfaces_list(sim: Simulator, req: Request) -> Any:
     node = node_or_404(sim, req)
-    return [sim.interface_json(node, i) for i in node.interfaces]
+    return [interface_json(sim, node, i) for i in node.interfaces]
 
 
 def _interface(sim: Simulator, req: Request) -> tuple[Node, Interface]:
@@ -68,7 +63,7 @@ def _allowed_state(node: Node, operation: str, extra: tuple[NodeStatus, ...] = (
 
 def interface_read(sim: Simulator, req: Request) -> Any:
     node, iface = _interface(sim, req)
-    return sim.interface_json(node, iface)
+    return interface_json(sim, node, iface)
 
 
 def _int_field(req: Request, name: str, minimum: int, errors: dict[str, list[str]]) -> int | None:
@@ -162,7 +157,7 @@ def interface_update(sim: Simulator, req: Request) -> Any:
             sim.net.clear_links(iface)  # interface_vlan_update: a new VLAN drops every link
         iface.vlan_id = vlan_id
     node.touch(sim.now())
-    return sim.interface_json(node, iface)
+    return interface_json(sim, node, iface)
 
 
 def _subnet_field(sim: Simulator, iface: Interface, ref: str, force: bool) -> Subnet:
@@ -267,7 +262,7 @@ def interface_link_subnet(sim: Simulator, req: Request) -> Any:
     iface.links = keep
     iface.links.append(Link(sim.new_id(), mode, subnet.id if subnet else None, address))
     node.touch(sim.now())
-    return sim.interface_json(node, iface)
+    return interface_json(sim, node, iface)
 
 
 def interface_unlink_subnet(sim: Simulator, req: Request) -> Any:
@@ -288,7 +283,7 @@ def interface_unlink_subnet(sim: Simulator, req: Request) -> Any:
     iface.links = keep
     sim.net.ensure_link_up(iface, sim.new_id)
     node.touch(sim.now())
-    return sim.interface_json(node, iface)
+    return interface_json(sim, node, iface)
 
 
 def interface_disconnect(sim: Simulator, req: Request) -> Any:
@@ -298,7 +293,7 @@ def interface_disconnect(sim: Simulator, req: Request) -> Any:
     sim.net.clear_links(iface)
     iface.vlan_id = None
     node.touch(sim.now())
-    return sim.interface_json(node, iface)
+    return interface_json(sim, node, iface)
 
 
 # -- fabrics, VLANs, spaces, subnets, routes ----------------------------------------------------
@@ -441,32 +436,6 @@ def pool_read(sim: Simulator, req: Request) -> Any:
 # -- devices and the rack controller --------------------------------------------------------------
 
 
-def _node_addresses(node: Node) -> list[str]:
-    return [lk.ip_address for i in node.interfaces for lk in i.links if lk.ip_address]
-
-
-def device_json(sim: Simulator, d: Device) -> dict[str, Any]:
-    return {
-        "system_id": d.system_id,
-        "hostname": d.hostname,
-        "description": d.description,
-        "domain": sim.net.domain_json(sim.net.domains[0]),
-        "fqdn": f"{d.hostname}.maas",
-        "owner": d.owner,
-        "owner_data": {},
-        "parent": None,
-        "tag_names": sorted(d.tags),
-        "address_ttl": None,
-        "ip_addresses": _node_addresses(d),
-        "interface_set": [sim.interface_json(d, i) for i in d.interfaces],
-        "zone": sim.zone_json(d.zone),
-        "node_type": 1,
-        "node_type_name": "Device",
-        "workload_annotations": {},
-        "resource_uri": f"/MAAS/api/2.0/devices/{d.system_id}/",
-    }
-
-
 def devices(sim: Simulator, req: Request) -> Any:
     return [device_json(sim, d) for d in sim.devices.values()]
 
@@ -487,55 +456,6 @@ def device_delete(sim: Simulator, req: Request) -> Response:
         sim.net.clear_links(iface)
     del sim.devices[d.system_id]
     return deleted()
-
-
-def rack_json(sim: Simulator) -> dict[str, Any]:
-    rack = sim.rack
-    services = [
-        {"name": n, "status": "running", "status_info": ""}
-        for n in (
-            "http",
-            "dhcpd",
-            "dhcpd6",
-            "ntp_rack",
-            "dns_rack",
-            "proxy_rack",
-            "rackd",
-            "syslog_rack",
-            "tftp",
-        )
-    ]
-    services[2]["status"] = "off"  # no IPv6 DHCP
-    return {
-        "system_id": rack.system_id,
-        "hostname": rack.hostname,
-        "description": "",
-        "hardware_uuid": None,
-        "domain": sim.net.domain_json(sim.net.domains[0]),
-        "fqdn": f"{rack.hostname}.maas",
-        "architecture": "amd64/generic",
-        "cpu_count": 16,
-        "cpu_speed": 2900,
-        "memory": 65536,
-        "swap_size": None,
-        "osystem": "ubuntu",
-        "distro_series": "jammy",
-        "power_type": "",
-        "power_state": "unknown",
-        "ip_addresses": _node_addresses(rack),
-        "interface_set": [sim.interface_json(rack, i) for i in rack.interfaces],
-        "zone": sim.zone_json("default"),
-        "status_action": "",
-        "node_type": 2,
-        "node_type_name": "Rack controller",
-        "version": "3.5.10",
-        "service_set": services,
-        "tag_names": [],
-        "current_commissioning_result_id": None,
-        "current_testing_result_id": None,
-        "current_installation_result_id": None,
-        "resource_uri": f"/MAAS/api/2.0/rackcontrollers/{rack.system_id}/",
-    }
 
 
 def rack_controllers(sim: Simulator, req: Request) -> Any:

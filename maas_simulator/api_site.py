@@ -4,7 +4,6 @@ events, script results and the legacy ``commissioning-results/`` (MAAS 3.5's ``a
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import secrets
@@ -12,16 +11,18 @@ import string
 from typing import Any
 from urllib.parse import urlencode
 
-from maas_simulator.model import (
-    API_PREFIX,
-    LEVELS,
-    ApiError,
-    Simulator,
-    Token,
-    invalid,
-    iso_ms,
+from maas_simulator.errors import ApiError, invalid
+from maas_simulator.model import Simulator
+from maas_simulator.network import API_PREFIX, Tag
+from maas_simulator.render import (
+    device_json,
+    event_json,
+    legacy_result_json,
+    machine_json,
+    script_set_json,
+    user_json,
 )
-from maas_simulator.network import Tag
+from maas_simulator.users import LEVELS, Token
 from maas_simulator.wire import (
     Request,
     Response,
@@ -30,7 +31,6 @@ from maas_simulator.wire import (
     mandatory,
     node_or_404,
     raw,
-    user_json,
 )
 
 
@@ -229,7 +229,7 @@ def events_query(sim: Simulator, req: Request) -> Any:
         prev_uri = uri(before=after + 1) if after is not None else None
     return {
         "count": len(chosen),
-        "events": [e.as_json() for e in chosen],
+        "events": [event_json(e) for e in chosen],
         "next_uri": next_uri,
         "prev_uri": prev_uri,
     }
@@ -257,7 +257,7 @@ def results_list(sim: Simulator, req: Request) -> Any:
         raise invalid({"type": [f"Unknown type: {wanted}"]})
     include = req.get("include_output") is not None
     return [
-        sim.script_set_json(m, ss, include)
+        script_set_json(m, ss, include)
         for ss in m.script_sets
         if wanted is None or ss.type == RESULT_TYPE_NAMES[wanted]
     ]
@@ -279,7 +279,7 @@ def results_read(sim: Simulator, req: Request) -> Any:
         )
     if not sets:
         raise ApiError(404, "No ScriptSet matches the given query.")
-    return sim.script_set_json(m, sets[-1], req.get("include_output") is not None)
+    return script_set_json(m, sets[-1], req.get("include_output") is not None)
 
 
 # -- tags -----------------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ def tag_machines(sim: Simulator, req: Request) -> Response:
     """``op=machines`` (and ``op=nodes``): the tagged machines, full objects, by id."""
     tag = _tag(sim, req)
     chunks = [
-        sim.machine_json(sim.machines[sid])
+        machine_json(sim, sim.machines[sid])
         for sid in sim.order
         if sid in sim.machines and tag.name in sim.machines[sid].tags
     ]
@@ -365,8 +365,6 @@ def tag_machines(sim: Simulator, req: Request) -> Response:
 
 
 def tag_devices(sim: Simulator, req: Request) -> Any:
-    from maas_simulator.api_network import device_json
-
     tag = _tag(sim, req)
     return [device_json(sim, d) for d in sim.devices.values() if tag.name in d.tags]
 
@@ -428,17 +426,5 @@ def node_results(sim: Simulator, req: Request) -> Any:
             for r in sets[-1].results:
                 if r.status not in (2, 3, 4, 5) or (names is not None and r.name not in names):
                     continue
-                results.append(
-                    {
-                        "created": iso_ms(sets[-1].started),
-                        "updated": iso_ms(r.ended or sets[-1].started),
-                        "id": r.id,
-                        "name": r.name,
-                        "script_result": r.exit_status,
-                        "result_type": type_,
-                        "node": {"system_id": sid},
-                        "data": base64.b64encode(r.output).decode(),
-                        "resource_uri": f"{API_PREFIX}commissioning-scripts/",
-                    }
-                )
+                results.append(legacy_result_json(sid, type_, sets[-1], r))
     return results

@@ -9,7 +9,9 @@ import re
 from typing import Any
 
 from maas_domain.maas.status import NodeStatus
-from maas_simulator.model import ApiError, Machine, Simulator, conflict, invalid
+from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.model import Simulator
+from maas_simulator.nodes import Machine
 from maas_simulator.storage import FORMATTABLE, BlockDevice, Filesystem, Partition
 from maas_simulator.wire import Request, Response, mandatory, require, text
 

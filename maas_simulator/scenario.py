@@ -12,17 +12,12 @@ from typing import Any
 import yaml
 
 from maas_domain.maas.status import NodeStatus
-from maas_simulator.faults import RequestFault
-from maas_simulator.model import (
-    BootResource,
-    Device,
-    Hardware,
-    MachineFaults,
-    Simulator,
-    User,
-)
+from maas_simulator.faults import MachineFaults, RequestFault
+from maas_simulator.model import Simulator
 from maas_simulator.network import Domain, Link, Pool, Space, StaticRoute, Subnet, Tag, Zone
+from maas_simulator.nodes import BootResource, Device, Hardware
 from maas_simulator.storage import LAYOUTS
+from maas_simulator.users import User
 
 DEFAULT_SUBNETS: list[dict[str, Any]] = [
     {
@@ -297,7 +292,7 @@ def setup_rack(sim: Simulator) -> None:
         subnets = [s for s in sim.subnets.values() if s.vlan_id == vlan.id]
         if not subnets:
             continue
-        sim._add_interfaces(
+        sim.add_interfaces(
             rack,
             [{"name": f"eth{n}", "mac_address": f"52:54:00:ff:00:{n:02x}", "vlan": vlan.id}],
         )
@@ -322,7 +317,7 @@ def add_devices(sim: Simulator, specs: list[dict[str, Any]]) -> None:
         subnet_id = spec.get("subnet")
         if subnet_id is not None and subnet_id not in sim.subnets:
             raise ValueError(f"device {spec['hostname']!r}: unknown subnet {subnet_id}")
-        sim._add_interfaces(
+        sim.add_interfaces(
             device,
             [
                 {

@@ -18,8 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from maas_domain.maas.status import NodeStatus
 from maas_simulator import api, recording, scenario
-from maas_simulator.faults import RequestFault
-from maas_simulator.model import API_PREFIX, ApiError, MachineFaults, Simulator
+from maas_simulator.errors import ApiError
+from maas_simulator.faults import MachineFaults, RequestFault
+from maas_simulator.model import Simulator
+from maas_simulator.network import API_PREFIX
 from maas_simulator.node import NodeSide
 
 

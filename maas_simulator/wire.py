@@ -16,16 +16,10 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from maas_domain.maas.status import NodeStatus
-from maas_simulator.model import (
-    API_PREFIX,
-    ApiError,
-    Machine,
-    Node,
-    Simulator,
-    Token,
-    User,
-    invalid,
-)
+from maas_simulator.errors import ApiError, invalid
+from maas_simulator.model import Simulator
+from maas_simulator.nodes import Machine, Node
+from maas_simulator.users import Token, User
 
 S = NodeStatus
 TRUE = {"1", "true", "yes", "on"}
@@ -283,16 +277,6 @@ def text(status: int, message: str) -> Response:
 def deleted() -> Response:
     """piston's ``rc.DELETED``."""
     return Response(204, b"", "text/plain; charset=utf-8")
-
-
-def user_json(u: User) -> dict[str, Any]:
-    return {
-        "username": u.username,
-        "email": u.email or f"{u.username}@example.test",
-        "is_local": True,
-        "is_superuser": u.is_superuser,
-        "resource_uri": f"{API_PREFIX}users/{u.username}/",
-    }
 
 
 def bool_field(value: str | None) -> bool:
