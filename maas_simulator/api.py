@@ -1,8 +1,9 @@
 """The MAAS REST API 2.0 served from the simulator's model: the resource table (also the source
 of ``describe/``), routing and piston's dispatch rules (docs/maas-api.md §1.3, §2, §3.5, §11).
 
-Handlers live by area in ``api_machines``, ``api_network``, ``api_storage`` and ``api_site``;
-the wire format (requests, OAuth, forms, permissions) in ``wire``.
+Handlers live by area in ``api_machines``, ``api_interfaces``, ``api_network``, ``api_storage``
+and ``api_site``; the wire format (requests, OAuth, forms, permissions) in ``wire``; the JSON of
+nodes, events and results in ``render``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from maas_simulator import api_interfaces as ifc
 from maas_simulator import api_machines as mach
 from maas_simulator import api_network as net
 from maas_simulator import api_site as site
@@ -257,17 +259,17 @@ RESOURCES = [
         ],
     ),
     Resource(
-        "InterfacesHandler", f"{NODE}interfaces/", [A("read", "GET", None, net.interfaces_list)]
+        "InterfacesHandler", f"{NODE}interfaces/", [A("read", "GET", None, ifc.interfaces_list)]
     ),
     Resource(
         "InterfaceHandler",
         f"{NODE}interfaces/{{id}}/",
         [
-            A("read", "GET", None, net.interface_read),
-            A("update", "PUT", None, net.interface_update),
-            A("link_subnet", "POST", "link_subnet", net.interface_link_subnet),
-            A("unlink_subnet", "POST", "unlink_subnet", net.interface_unlink_subnet),
-            A("disconnect", "POST", "disconnect", net.interface_disconnect),
+            A("read", "GET", None, ifc.interface_read),
+            A("update", "PUT", None, ifc.interface_update),
+            A("link_subnet", "POST", "link_subnet", ifc.interface_link_subnet),
+            A("unlink_subnet", "POST", "unlink_subnet", ifc.interface_unlink_subnet),
+            A("disconnect", "POST", "disconnect", ifc.interface_disconnect),
         ],
     ),
     Resource(

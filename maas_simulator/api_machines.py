@@ -17,6 +17,7 @@ from maas_domain.maas.status import RELEASABLE, NodeStatus
 from maas_simulator import lifecycle, testing
 from maas_simulator.constraints import Filter, usable_architectures
 from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.interfaces import clear_links
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
 from maas_simulator.render import anon_machine_json, machine_json
@@ -278,7 +279,7 @@ def machine_delete(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     sim.start_op(m, "delete")
     for iface in m.interfaces:
-        sim.net.clear_links(iface)  # its addresses go back to their subnets
+        clear_links(sim.net, iface)  # its addresses go back to their subnets
     del sim.machines[m.system_id]
     return Response(204, b"", content_type="text/plain; charset=utf-8")
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from maas_domain.maas.status import NodeStatus
 from maas_simulator.errors import invalid
+from maas_simulator.interfaces import Interface
 from maas_simulator.model import Simulator
-from maas_simulator.network import Interface
 from maas_simulator.nodes import Machine
 
 S = NodeStatus

@@ -22,7 +22,8 @@ from typing import Any
 from maas_domain.maas.status import FAILURE_OF, NodeStatus
 from maas_simulator.clock import Clock, Scheduler
 from maas_simulator.faults import MachineFaults
-from maas_simulator.network import Interface, Link, Network, Subnet
+from maas_simulator.interfaces import Interface, Link, clear_links, ensure_link_up, release_ip
+from maas_simulator.network import Network, Subnet
 from maas_simulator.nodes import (
     BootResource,
     Device,
@@ -439,13 +440,13 @@ class Simulator:
             self.add_interfaces(m, self._default_nics(self.new_id(), None))
             self.discover(m)
         for iface in m.interfaces:
-            self.net.clear_links(iface)
+            clear_links(self.net, iface)
         boot = m.boot_interface
         assert boot is not None
         wrong = m.faults.pxe_wrong_subnet
         booted_from = wrong if wrong in self.subnets else boot.cable_subnet_id
         if m.faults.pxe_unlinked:
-            self.net.ensure_link_up(boot, self.new_id)
+            ensure_link_up(boot, self.new_id)
         elif booted_from is not None and boot.vlan_id is not None:
             boot.links = [Link(self.new_id(), "auto", booted_from)]
         elif boot.vlan_id is not None:
@@ -454,13 +455,13 @@ class Simulator:
             boot.links = [Link(self.new_id(), mode, on_vlan[0] if on_vlan else None)]
         for iface in m.interfaces[1:]:
             if iface.enabled:
-                self.net.ensure_link_up(iface, self.new_id)
+                ensure_link_up(iface, self.new_id)
         m.touch(self.now())
 
     def clear_networking(self, m: Machine) -> None:
         """``_clear_networking_configuration`` (commissioning start): every link goes."""
         for iface in m.interfaces:
-            self.net.clear_links(iface)
+            clear_links(self.net, iface)
         m.touch(self.now())
 
     def claim_auto_ips(self, m: Machine) -> None:
@@ -477,7 +478,7 @@ class Simulator:
         for iface in m.interfaces:
             for link in iface.links:
                 if link.mode == "auto":
-                    self.net.release_ip(link)
+                    release_ip(self.net, link)
         m.touch(self.now())
 
     def script_set(

@@ -1,11 +1,8 @@
-"""The simulated network model: fabrics, VLANs, spaces, subnets, static routes, domains, zones,
-pools, tags, and the interfaces and links of nodes (docs/simulator.md, "Networking").
+"""The simulated site network: fabrics, VLANs, spaces, subnets (and their address books),
+static routes, domains, zones, pools and tags, and their JSON (docs/simulator.md,
+"Networking"). Node interfaces and links are in ``interfaces.py``.
 
-MAAS 3.5's shapes: a VLAN belongs to a fabric and optionally a space; a subnet to a VLAN; an
-interface is *on* a VLAN (``vlan: null`` means disconnected) and carries links (``auto``,
-``dhcp``, ``static``, ``link_up``), each a StaticIPAddress row whose ``ip_address`` is present
-only once an address is assigned. AUTO links get their address when a deployment starts and
-give it back at release; STATIC links without an address get one when linked.
+MAAS 3.5's shapes: a VLAN belongs to a fabric and optionally a space; a subnet to a VLAN.
 
 The site objects (fabrics, VLANs, spaces, subnets) are fixed once a scenario is loaded, so their
 JSON is built once and shared by every interface that shows them.
@@ -15,11 +12,10 @@ from __future__ import annotations
 
 import heapq
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 API_PREFIX = "/MAAS/api/2.0/"
-LINK_MODES = ("auto", "dhcp", "static", "link_up")
 SUBNET_SPECIFIERS = {"id", "cidr", "name", "ip", "fabric", "space", "vid", "vlan"}
 UNDEFINED_SPACE_DESCRIPTION = (
     "Backward compatibility object to ensure objects not associated with a space can be found."
@@ -157,58 +153,6 @@ class Tag:
     comment: str = ""
     definition: str = ""
     kernel_opts: str = ""
-
-
-@dataclass
-class Link:
-    id: int
-    mode: str  # auto | dhcp | static | link_up
-    subnet_id: int | None
-    ip_address: str | None = None
-
-
-@dataclass
-class Interface:
-    """A physical NIC. ``cable_*`` is where its cable really goes (what commissioning finds);
-    ``vlan_id``, ``links`` and ``params`` are MAAS's configuration of it."""
-
-    id: int
-    name: str
-    mac_address: str
-    cable_vlan_id: int | None = None  # the VLAN the cable reaches; None: unknown network
-    cable_subnet_id: int | None = None  # the subnet it DHCPs/PXE boots on, if any
-    connected: bool = True  # carrier: False = no cable
-    vlan_id: int | None = None
-    links: list[Link] = field(default_factory=list)
-    enabled: bool = True
-    mtu: int | None = None  # params.mtu; the VLAN's MTU applies when unset
-    tags: list[str] = field(default_factory=list)
-    link_connected: bool = True
-    interface_speed: int = 100000
-    link_speed: int = 100000
-    numa_node: int = 0
-    vendor: str | None = "Mellanox Technologies"
-    product: str | None = "MT2892 Family [ConnectX-6 Dx]"
-    firmware_version: str | None = "22.36.1010"
-    commissioned: dict[str, Any] = field(default_factory=dict)  # restored by restore_*
-
-    def snapshot(self) -> None:
-        """What commissioning saw: restore_networking_configuration goes back to it."""
-        self.commissioned = {
-            "name": self.name,
-            "mac_address": self.mac_address,
-            "vlan_id": self.vlan_id,
-            "enabled": True,
-            "mtu": None,
-            "tags": [],
-            "link_connected": self.link_connected,
-            "interface_speed": self.interface_speed,
-            "link_speed": self.link_speed,
-        }
-
-    def restore(self) -> None:
-        for key, value in self.commissioned.items():
-            setattr(self, key, list(value) if isinstance(value, list) else value)
 
 
 class Network:
@@ -450,81 +394,6 @@ class Network:
 
     def pool_named(self, name: str) -> Pool | None:
         return next((p for p in self.pools.values() if p.name == name), None)
-
-    # -- interfaces -------------------------------------------------------------------------
-    def link_json(self, link: Link) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": link.id, "mode": link.mode}
-        if link.subnet_id is not None and link.subnet_id in self.subnets:
-            data["subnet"] = self.subnet_json(link.subnet_id)
-        if link.ip_address:
-            data["ip_address"] = link.ip_address
-        return data
-
-    def interface_json(self, system_id: str, iface: Interface) -> dict[str, Any]:
-        vlan = self.vlan_json(iface.vlan_id) if iface.vlan_id is not None else None
-        return {
-            "system_id": system_id,
-            "id": iface.id,
-            "name": iface.name,
-            "type": "physical",
-            "vlan": vlan,
-            "mac_address": iface.mac_address,
-            "parents": [],
-            "children": [],
-            "tags": list(iface.tags),
-            "enabled": iface.enabled,
-            "links": [self.link_json(link) for link in iface.links],
-            "params": {"mtu": iface.mtu} if iface.mtu is not None else "",
-            "discovered": None,
-            "effective_mtu": iface.mtu or (vlan["mtu"] if vlan else 1500),
-            "vendor": iface.vendor,
-            "product": iface.product,
-            "firmware_version": iface.firmware_version,
-            "link_connected": iface.link_connected,
-            "interface_speed": iface.interface_speed,
-            "link_speed": iface.link_speed if iface.link_connected else 0,
-            "numa_node": iface.numa_node,
-            "sriov_max_vf": 0,
-            "resource_uri": f"{API_PREFIX}nodes/{system_id}/interfaces/{iface.id}/",
-        }
-
-    def release_ip(self, link: Link) -> None:
-        if link.ip_address and link.subnet_id in self.subnets:
-            self.subnets[link.subnet_id].release(link.ip_address)
-        link.ip_address = None
-
-    def clear_links(self, iface: Interface) -> None:
-        for link in iface.links:
-            self.release_ip(link)
-        iface.links = []
-
-    def ensure_link_up(self, iface: Interface, new_id: Any) -> None:
-        """``Interface.ensure_link_up``: a connected NIC without links gets a LINK_UP link."""
-        if not iface.links and iface.vlan_id is not None:
-            iface.links = [Link(new_id(), "link_up", None)]
-
-    def default_gateways(self, interfaces: list[Interface], boot_id: int | None) -> dict[str, Any]:
-        """``Node.get_default_gateways`` without an explicit gateway link: the best AUTO or
-        STATIC link on a subnet with a gateway (DHCP-serving VLANs first, the boot NIC first,
-        STATIC before AUTO)."""
-        best: tuple[Any, ...] | None = None
-        for iface in interfaces:
-            for link in iface.links:
-                subnet = self.subnets.get(link.subnet_id or -1)
-                if link.mode not in ("auto", "static") or subnet is None or not subnet.gateway_ip:
-                    continue
-                key = (
-                    not self.vlans[subnet.vlan_id].dhcp_on,
-                    iface.id != boot_id,
-                    link.mode != "static",
-                    link.id,
-                )
-                if best is None or key < best[0]:
-                    best = (key, subnet.gateway_ip)
-        return {
-            "ipv4": {"gateway_ip": best[1] if best else None, "link_id": None},
-            "ipv6": {"gateway_ip": None, "link_id": None},
-        }
 
 
 def _is_ip(value: str) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 from maas_domain.maas.status import NodeStatus
 from maas_simulator.faults import MachineFaults
-from maas_simulator.network import Interface
+from maas_simulator.interfaces import Interface
 from maas_simulator.storage import Storage
 from maas_simulator.users import Event
 

@@ -18,8 +18,9 @@ from typing import Any
 import orjson
 
 from maas_domain.maas.status import LABELS
+from maas_simulator.interfaces import Interface, default_gateways, interface_json
 from maas_simulator.model import Simulator
-from maas_simulator.network import API_PREFIX, Interface
+from maas_simulator.network import API_PREFIX
 from maas_simulator.nodes import (
     RESULT_TYPES,
     SCRIPT_STATUS,
@@ -63,7 +64,7 @@ def machine_json(sim: Simulator, m: Machine) -> bytes:
 
 def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
     """``DISPLAYED_MACHINE_FIELDS`` (docs/maas-api.md §3.1)."""
-    ifaces = [sim.net.interface_json(m.system_id, i) for i in m.interfaces]
+    ifaces = [interface_json(sim.net, m.system_id, i) for i in m.interfaces]
     ips = [link.ip_address for i in m.interfaces for link in i.links if link.ip_address]
     next_sync = m.last_sync + m.sync_interval if m.last_sync and m.sync_interval else None
     last = m.last_event
@@ -110,8 +111,8 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         "cache_sets": [],
         "bcaches": [],
         "special_filesystems": [],
-        "default_gateways": sim.net.default_gateways(
-            m.interfaces, m.boot_interface.id if m.boot_interface else None
+        "default_gateways": default_gateways(
+            sim.net, m.interfaces, m.boot_interface.id if m.boot_interface else None
         ),
         "node_type": 0,
         "node_type_name": "Machine",
@@ -184,8 +185,8 @@ def zone_json(sim: Simulator, name: str) -> dict[str, Any]:
     return sim.net.zone_json(sim.net.zone_named(name) or sim.net.zones[1])
 
 
-def interface_json(sim: Simulator, node: Node, iface: Interface) -> dict[str, Any]:
-    return sim.net.interface_json(node.system_id, iface)
+def node_interface_json(sim: Simulator, node: Node, iface: Interface) -> dict[str, Any]:
+    return interface_json(sim.net, node.system_id, iface)
 
 
 def current_set_id(m: Machine, type_: int) -> int | None:
@@ -238,7 +239,7 @@ def device_json(sim: Simulator, d: Device) -> dict[str, Any]:
         "tag_names": sorted(d.tags),
         "address_ttl": None,
         "ip_addresses": node_addresses(d),
-        "interface_set": [interface_json(sim, d, i) for i in d.interfaces],
+        "interface_set": [node_interface_json(sim, d, i) for i in d.interfaces],
         "zone": zone_json(sim, d.zone),
         "node_type": 1,
         "node_type_name": "Device",
@@ -281,7 +282,7 @@ def rack_json(sim: Simulator) -> dict[str, Any]:
         "power_type": "",
         "power_state": "unknown",
         "ip_addresses": node_addresses(rack),
-        "interface_set": [interface_json(sim, rack, i) for i in rack.interfaces],
+        "interface_set": [node_interface_json(sim, rack, i) for i in rack.interfaces],
         "zone": zone_json(sim, "default"),
         "status_action": "",
         "node_type": 2,

@@ -13,8 +13,9 @@ import yaml
 
 from maas_domain.maas.status import NodeStatus
 from maas_simulator.faults import MachineFaults, RequestFault
+from maas_simulator.interfaces import Link
 from maas_simulator.model import Simulator
-from maas_simulator.network import Domain, Link, Pool, Space, StaticRoute, Subnet, Tag, Zone
+from maas_simulator.network import Domain, Pool, Space, StaticRoute, Subnet, Tag, Zone
 from maas_simulator.nodes import BootResource, Device, Hardware
 from maas_simulator.storage import LAYOUTS
 from maas_simulator.users import User
