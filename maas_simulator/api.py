@@ -77,6 +77,27 @@ RESOURCES = [
             A("update_token_name", "POST", "update_token_name", site.update_token_name),
         ],
     ),
+    Resource(
+        "SSHKeysHandler", f"{P}account/prefs/sshkeys/", [A("read", "GET", None, site.ssh_keys)]
+    ),
+    Resource(
+        "SSHKeyHandler",
+        f"{P}account/prefs/sshkeys/{{id}}/",
+        [
+            A("read", "GET", None, site.ssh_key_read),
+            A("delete", "DELETE", None, site.ssh_key_delete),
+        ],
+    ),
+    Resource(
+        "PackageRepositoriesHandler",
+        f"{P}package-repositories/",
+        [A("read", "GET", None, site.package_repositories)],
+    ),
+    Resource(
+        "PackageRepositoryHandler",
+        f"{P}package-repositories/{{id}}/",
+        [A("read", "GET", None, site.package_repository_read)],
+    ),
     Resource("MaasHandler", f"{P}maas/", [A("get_config", "GET", "get_config", site.get_config)]),
     Resource(
         "BootResourcesHandler",
@@ -98,23 +119,53 @@ RESOURCES = [
     Resource(
         "VlansHandler",
         f"{P}fabrics/{{fabric_id}}/vlans/",
-        [A("read", "GET", None, net.fabric_vlans)],
+        [
+            A("read", "GET", None, net.fabric_vlans),
+            A("create", "POST", None, net.vlan_create),
+        ],
     ),
     Resource(
         "VlanHandler",
         f"{P}fabrics/{{fabric_id}}/vlans/{{vid}}/",
-        [A("read", "GET", None, net.vlan_read)],
+        [
+            A("read", "GET", None, net.vlan_read),
+            A("update", "PUT", None, net.vlan_update),
+            A("delete", "DELETE", None, net.vlan_delete),
+        ],
         aliases=(f"{P}vlans/{{vlan_id}}/",),
     ),
     Resource("SpacesHandler", f"{P}spaces/", [A("read", "GET", None, net.spaces)]),
     Resource("SpaceHandler", f"{P}spaces/{{id}}/", [A("read", "GET", None, net.space_read)]),
     Resource(
-        "StaticRoutesHandler", f"{P}static-routes/", [A("read", "GET", None, net.static_routes)]
+        "StaticRoutesHandler",
+        f"{P}static-routes/",
+        [
+            A("read", "GET", None, net.static_routes),
+            A("create", "POST", None, net.static_route_create, admin=True),
+        ],
     ),
     Resource(
         "StaticRouteHandler",
         f"{P}static-routes/{{id}}/",
-        [A("read", "GET", None, net.static_route_read)],
+        [
+            A("read", "GET", None, net.static_route_read),
+            A("update", "PUT", None, net.static_route_update),
+            A("delete", "DELETE", None, net.static_route_delete),
+        ],
+    ),
+    Resource(
+        "IPRangesHandler",
+        f"{P}ipranges/",
+        [A("read", "GET", None, net.ipranges), A("create", "POST", None, net.iprange_create)],
+    ),
+    Resource(
+        "IPRangeHandler",
+        f"{P}ipranges/{{id}}/",
+        [
+            A("read", "GET", None, net.iprange_read),
+            A("update", "PUT", None, net.iprange_update),
+            A("delete", "DELETE", None, net.iprange_delete),
+        ],
     ),
     Resource("DomainsHandler", f"{P}domains/", [A("read", "GET", None, net.domains)]),
     Resource("DomainHandler", f"{P}domains/{{id}}/", [A("read", "GET", None, net.domain_read)]),
@@ -259,7 +310,14 @@ RESOURCES = [
         ],
     ),
     Resource(
-        "InterfacesHandler", f"{NODE}interfaces/", [A("read", "GET", None, ifc.interfaces_list)]
+        "InterfacesHandler",
+        f"{NODE}interfaces/",
+        [
+            A("read", "GET", None, ifc.interfaces_list),
+            A("create_bond", "POST", "create_bond", ifc.interfaces_create_bond),
+            A("create_bridge", "POST", "create_bridge", ifc.interfaces_create_bridge),
+            A("create_vlan", "POST", "create_vlan", ifc.interfaces_create_vlan),
+        ],
     ),
     Resource(
         "InterfaceHandler",
@@ -372,20 +430,14 @@ UNSIMULATED = [
         r"files/.+/",
         r"account/prefs/sslkeys/[^/]+/",
         r"account/prefs/sslkeys/",
-        r"account/prefs/sshkeys/[^/]+/",
-        r"account/prefs/sshkeys/",
         r"users/[^/]+/",
         r"ipaddresses/",
-        r"ipranges/",
-        r"ipranges/[^/]+/",
         r"dnsresourcerecords/",
         r"dnsresourcerecords/[^/]+/",
         r"dnsresources/",
         r"dnsresources/[^/]+/",
         r"boot-resources/[^/]+/",
         r"boot-resources/[^/]+/upload/[^/]+/",
-        r"package-repositories/",
-        r"package-repositories/[^/]+/",
         r"dhcp-snippets/",
         r"dhcp-snippets/[^/]+/",
         r"notifications/",

@@ -8,6 +8,7 @@ from typing import Any
 
 from maas_domain.maas.status import INTERFACE_EDITABLE, NodeStatus
 from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.interface_forms import create_bond, create_bridge, create_vlan
 from maas_simulator.interfaces import (
     LINK_MODES,
     Interface,
@@ -18,9 +19,16 @@ from maas_simulator.interfaces import (
 )
 from maas_simulator.model import Simulator
 from maas_simulator.network import Subnet
-from maas_simulator.nodes import Device, Node, RackController
+from maas_simulator.nodes import Device, Machine, Node, RackController
 from maas_simulator.render import node_interface_json
-from maas_simulator.wire import Request, bool_field, invalid_choice, node_or_404, require
+from maas_simulator.wire import (
+    Request,
+    bool_field,
+    form_data,
+    invalid_choice,
+    node_or_404,
+    require,
+)
 
 S = NodeStatus
 CHOICE = "Select a valid choice. That choice is not one of the available choices."
@@ -58,6 +66,42 @@ def _allowed_state(node: Node, operation: str, extra: tuple[NodeStatus, ...] = (
             f"Cannot {operation} interface because the machine is not "
             "New, Ready, Allocated, or Broken."
         )
+
+
+def _machine_to_build_on(sim: Simulator, req: Request, operation: str) -> Machine:
+    """``Machine.objects.get_node_or_404(..., admin)`` (a device or controller is no Machine:
+    404), then the machine's status."""
+    m = sim.machines.get(req.params["system_id"])
+    if m is None:
+        raise ApiError(404, "No Machine matches the given query.")
+    require(req.user, "admin", m)
+    _allowed_state(m, operation)
+    return m
+
+
+def _single_parent(req: Request) -> list[str]:
+    """``create_vlan`` and ``create_bridge`` copy ``parent`` (its last value) to ``parents``."""
+    return req.data["parent"][-1:] if "parent" in req.data else req.data.get("parents", [])
+
+
+def interfaces_create_bond(sim: Simulator, req: Request) -> Any:
+    m = _machine_to_build_on(sim, req, "create bond")
+    bond = create_bond(sim, m, form_data(req), req.data.get("parents", []))
+    return node_interface_json(sim, m, bond)
+
+
+def interfaces_create_vlan(sim: Simulator, req: Request) -> Any:
+    m = _machine_to_build_on(sim, req, "create VLAN")
+    iface = create_vlan(sim, m, form_data(req), _single_parent(req))
+    return node_interface_json(sim, m, iface)
+
+
+def interfaces_create_bridge(sim: Simulator, req: Request) -> Any:
+    m = _machine_to_build_on(sim, req, "create bridge")
+    bridge = create_bridge(
+        sim, m, form_data(req), _single_parent(req), acquired=m.status == S.ALLOCATED
+    )
+    return node_interface_json(sim, m, bridge)
 
 
 def interface_read(sim: Simulator, req: Request) -> Any:
@@ -155,6 +199,10 @@ def interface_update(sim: Simulator, req: Request) -> Any:
         if not controller:
             clear_links(sim.net, iface)  # interface_vlan_update: a new VLAN drops every link
         iface.vlan_id = vlan_id
+        if iface.type in ("bond", "bridge"):  # _update_parents: the parents follow
+            for parent in (i for i in node.interfaces if i.id in iface.parents):
+                clear_links(sim.net, parent)
+                parent.vlan_id = vlan_id
     node.touch(sim.now())
     return node_interface_json(sim, node, iface)
 
@@ -221,6 +269,12 @@ def interface_link_subnet(sim: Simulator, req: Request) -> Any:
         errors.setdefault("ip_address", []).append(
             f"IP address is not in the given subnet '{subnet_label(sim, subnet)}'."
         )
+    if mode == "static" and subnet is not None and ip and "ip_address" not in errors:
+        dynamic = subnet.range_at(int(ipaddress.ip_address(ip)), "dynamic")
+        if dynamic is not None:
+            errors["ip_address"] = [
+                f"IP address is inside a dynamic range {dynamic.start_ip} to {dynamic.end_ip}."
+            ]
     if mode == "link_up" and not force and any(link.mode != "link_up" for link in iface.links):
         errors.setdefault("mode", []).append(
             "Cannot configure interface to link up (with no IP address) while other links are "

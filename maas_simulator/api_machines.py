@@ -549,6 +549,7 @@ def lshw_xml(m: Machine) -> str:
         f'<node id="network" class="network"><logicalname>{escape(i.name)}</logicalname>'
         f"<serial>{escape(i.mac_address)}</serial></node>"
         for i in m.interfaces
+        if i.type == "physical"
     )
     return (
         '<?xml version="1.0" standalone="yes" ?>\n<list>\n'

@@ -9,18 +9,14 @@ from typing import Any
 
 from maas_domain.maas.status import NodeStatus
 from maas_simulator.errors import ApiError
-from maas_simulator.interfaces import clear_links
+from maas_simulator.interfaces import clear_links, remove_interface
 from maas_simulator.model import Simulator
-from maas_simulator.render import device_json, rack_json
-from maas_simulator.wire import (
-    Request,
-    Response,
-    deleted,
-    require,
-)
+from maas_simulator.network import Fabric, IPRange, StaticRoute, Vlan
+from maas_simulator.render import device_json, rack_json, user_json
+from maas_simulator.site_forms import ip_range_form, static_route_form, vlan_form
+from maas_simulator.wire import Request, Response, deleted, form_data, require
 
 S = NodeStatus
-CHOICE = "Select a valid choice. That choice is not one of the available choices."
 
 
 # -- fabrics, VLANs, spaces, subnets, routes ----------------------------------------------------
@@ -30,7 +26,14 @@ def fabrics(sim: Simulator, req: Request) -> Any:
     return [sim.net.fabric_json(f) for f in sorted(sim.net.fabrics.values(), key=lambda f: f.id)]
 
 
-def _fabric(sim: Simulator, ref: str) -> Any:
+def _admin(req: Request) -> None:
+    """``NodePermission.admin`` on a site object: PermissionDenied(), a 403 with no body."""
+    assert req.user is not None
+    if not req.user.is_superuser:
+        raise ApiError(403, "")
+
+
+def _fabric(sim: Simulator, ref: str) -> Fabric:
     fabric = next(
         (f for f in sim.net.fabrics.values() if ref in (str(f.id), f.name, f"name:{f.name}")),
         None,
@@ -53,25 +56,95 @@ def fabric_vlans(sim: Simulator, req: Request) -> Any:
     ]
 
 
-def vlan_read(sim: Simulator, req: Request) -> Any:
-    """``vlans/{id}/`` by VLAN id, ``fabrics/{fabric_id}/vlans/{vid}/`` by fabric and VID."""
+def _vlan(sim: Simulator, req: Request) -> Vlan:
+    """``vlans/{id}/`` by VLAN id, ``fabrics/{fabric_id}/vlans/{vid}/`` by fabric and VID
+    ("untagged" is 0; anything else not a number is a name)."""
     if "vlan_id" in req.params:
         ref = req.params["vlan_id"]
         vlan = sim.net.vlans.get(int(ref)) if ref.isdigit() else None
     else:
         fabric = _fabric(sim, req.params["fabric_id"])
-        vid = req.params["vid"]
+        ref = "0" if req.params["vid"] == "untagged" else req.params["vid"]
         vlan = next(
             (
                 v
                 for v in sim.net.vlans.values()
-                if v.fabric_id == fabric.id and vid.isdigit() and v.vid == int(vid)
+                if v.fabric_id == fabric.id
+                and (v.vid == int(ref) if ref.isdigit() else sim.net.vlan_name(v) == ref)
             ),
             None,
         )
     if vlan is None:
         raise ApiError(404, "No VLAN matches the given query.")
+    return vlan
+
+
+def vlan_read(sim: Simulator, req: Request) -> Any:
+    return sim.net.vlan_json(_vlan(sim, req).id)
+
+
+def vlan_create(sim: Simulator, req: Request) -> Any:
+    """``POST fabrics/{fabric_id}/vlans/`` (admin): ``VLANForm`` with the fabric given. A new
+    VLAN has no DHCP, no rack and, unless named, no name (shown as null)."""
+    fabric = _fabric(sim, req.params["fabric_id"])
+    _admin(req)
+    new = vlan_form(sim, form_data(req), None, fabric)
+    vlan = sim.net.add_vlan(
+        fabric_id=new["fabric_id"],
+        vid=new["vid"],
+        name=new["name"],
+        description=new["description"],
+        mtu=new["mtu"] or 1500,
+        dhcp_on=bool(new["dhcp_on"]),
+        space=new["space"],
+        primary_rack=new["primary_rack"],
+        secondary_rack=new["secondary_rack"],
+        relay_vlan=new["relay_vlan"],
+    )
     return sim.net.vlan_json(vlan.id)
+
+
+def vlan_update(sim: Simulator, req: Request) -> Any:
+    """``PUT``: name, description, vid, mtu, dhcp_on, primary_rack, secondary_rack,
+    relay_vlan, space, fabric; what every interface, subnet and machine shows of the VLAN
+    changes with it."""
+    vlan = _vlan(sim, req)
+    _admin(req)
+    new = vlan_form(sim, form_data(req), vlan, sim.net.fabrics[vlan.fabric_id])
+    for key, value in new.items():
+        if value is not None or key not in ("mtu", "dhcp_on", "vid"):
+            setattr(vlan, key, value)
+    sim.site_changed()
+    return sim.net.vlan_json(vlan.id)
+
+
+def vlan_delete(sim: Simulator, req: Request) -> Response:
+    """``VLAN.delete``: not the fabric's default VLAN; its VLAN interfaces go, the other
+    interfaces and its subnets move to the fabric's default VLAN (machines' and devices'
+    interfaces lose their links), and VLANs relaying to it stop."""
+    vlan = _vlan(sim, req)
+    _admin(req)
+    default = sim.net.default_vlan(vlan.fabric_id)
+    if default is vlan or default is None:
+        raise ApiError(400, "This VLAN is the default VLAN in the fabric, it cannot be deleted.")
+    for node in sim.all_nodes():
+        for iface in [i for i in node.interfaces if i.vlan_id == vlan.id]:
+            if iface.type == "vlan":
+                remove_interface(sim.net, node.interfaces, iface)
+                continue
+            if not node.is_controller:
+                clear_links(sim.net, iface)
+            iface.vlan_id = default.id
+        node.touch(sim.now())
+    for subnet in sim.net.subnets.values():
+        if subnet.vlan_id == vlan.id:
+            subnet.vlan_id = default.id
+    for other in sim.net.vlans.values():
+        if other.relay_vlan == vlan.id:
+            other.relay_vlan = None
+    del sim.net.vlans[vlan.id]
+    sim.site_changed()
+    return deleted()
 
 
 def spaces(sim: Simulator, req: Request) -> Any:
@@ -111,12 +184,108 @@ def static_routes(sim: Simulator, req: Request) -> Any:
     return [sim.net.route_json(r) for r in sorted(sim.net.routes.values(), key=lambda r: r.id)]
 
 
-def static_route_read(sim: Simulator, req: Request) -> Any:
+def _route(sim: Simulator, req: Request) -> StaticRoute:
     ref = req.params["id"]
     route = sim.net.routes.get(int(ref)) if ref.isdigit() else None
     if route is None:
         raise ApiError(404, "No StaticRoute matches the given query.")
+    return route
+
+
+def static_route_read(sim: Simulator, req: Request) -> Any:
+    return sim.net.route_json(_route(sim, req))
+
+
+def static_route_create(sim: Simulator, req: Request) -> Any:
+    """``POST static-routes/`` (admin): ``source``, ``destination`` (ids or specifiers),
+    ``gateway_ip`` (on the source subnet), ``metric`` (default 0). The gateway is no longer
+    handed out on the source subnet."""
+    source, destination, gateway, metric = static_route_form(sim, form_data(req), None)
+    route = StaticRoute(max([0, *sim.net.routes]) + 1, source, destination, gateway, metric)
+    sim.net.add_route(route)
     return sim.net.route_json(route)
+
+
+def static_route_update(sim: Simulator, req: Request) -> Any:
+    route = _route(sim, req)
+    _admin(req)
+    source, destination, gateway, metric = static_route_form(sim, form_data(req), route)
+    sim.net.remove_route(route)
+    route.source, route.destination, route.gateway_ip, route.metric = (
+        source,
+        destination,
+        gateway,
+        metric,
+    )
+    sim.net.add_route(route)
+    return sim.net.route_json(route)
+
+
+def static_route_delete(sim: Simulator, req: Request) -> Response:
+    route = _route(sim, req)
+    _admin(req)
+    sim.net.remove_route(route)
+    return deleted()
+
+
+# -- IP ranges ------------------------------------------------------------------------------------
+
+
+def _range_json(sim: Simulator, r: IPRange) -> dict[str, Any]:
+    owner = sim.users.get(r.user or "")
+    return sim.net.range_json(r, user_json(owner) if owner else None)
+
+
+def _iprange(sim: Simulator, req: Request, edit: bool = False) -> IPRange:
+    """``get_iprange_or_404``; editing needs the owner or an admin."""
+    ref = req.params["id"]
+    iprange = sim.net.ranges.get(int(ref)) if ref.isdigit() else None
+    if iprange is None:
+        raise ApiError(404, "No IPRange matches the given query.")
+    assert req.user is not None
+    if edit and not req.user.is_superuser and iprange.user != req.user.username:
+        raise ApiError(403, "Unable to modify IP range. You don't own the IP range.")
+    return iprange
+
+
+def ipranges(sim: Simulator, req: Request) -> Any:
+    return [_range_json(sim, r) for r in sorted(sim.net.ranges.values(), key=lambda r: r.id)]
+
+
+def iprange_read(sim: Simulator, req: Request) -> Any:
+    return _range_json(sim, _iprange(sim, req))
+
+
+def iprange_create(sim: Simulator, req: Request) -> Any:
+    """``POST ipranges/``: ``type`` (dynamic needs an admin), ``start_ip``, ``end_ip``,
+    ``subnet`` (else the best subnet for ``start_ip``), ``comment``; owned by the caller. Its
+    addresses are never handed out from then on."""
+    assert req.user is not None
+    data = form_data(req)
+    if data.get("type") == "dynamic" and not req.user.is_superuser:
+        raise ApiError(
+            403, "Unable to create dynamic IP range. You don't have sufficient privileges."
+        )
+    new = ip_range_form(sim, data, None, req.user.username)
+    iprange = IPRange(max([0, *sim.net.ranges]) + 1, **new)
+    sim.net.add_range(iprange)
+    return _range_json(sim, iprange)
+
+
+def iprange_update(sim: Simulator, req: Request) -> Any:
+    iprange = _iprange(sim, req, edit=True)
+    new = ip_range_form(sim, form_data(req), iprange, iprange.user)
+    sim.net.remove_range(iprange)
+    for key, value in new.items():
+        setattr(iprange, key, value)
+    sim.net.add_range(iprange)
+    return _range_json(sim, iprange)
+
+
+def iprange_delete(sim: Simulator, req: Request) -> Response:
+    iprange = _iprange(sim, req, edit=True)
+    sim.net.remove_range(iprange)
+    return deleted()
 
 
 # -- domains, zones, pools ------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from maas_simulator.render import (
     script_set_json,
     user_json,
 )
-from maas_simulator.users import LEVELS, Token
+from maas_simulator.users import LEVELS, SSHKey, Token
 from maas_simulator.wire import (
     Request,
     Response,
@@ -120,6 +120,85 @@ def update_token_name(sim: Simulator, req: Request) -> Response:
     else:
         token.name = name
     return Response(202, b"Accepted", "text/plain; charset=utf-8")
+
+
+def _ssh_key_json(k: SSHKey) -> dict[str, Any]:
+    """``DISPLAY_SSHKEY_FIELDS``; ``keysource`` is "" for a key not imported."""
+    return {
+        "id": k.id,
+        "key": k.key,
+        "keysource": "",
+        "resource_uri": f"{API_PREFIX}account/prefs/sshkeys/{k.id}/",
+    }
+
+
+def ssh_keys(sim: Simulator, req: Request) -> Any:
+    """``account/prefs/sshkeys/``: the caller's keys."""
+    assert req.user is not None
+    mine = req.user.username
+    return [_ssh_key_json(k) for k in sim.ssh_keys.values() if k.username == mine]
+
+
+def _ssh_key(sim: Simulator, req: Request) -> SSHKey:
+    ref = req.params["id"]
+    key = sim.ssh_keys.get(int(ref)) if ref.isdigit() else None
+    if key is None:
+        raise ApiError(404, "No SSHKey matches the given query.")
+    return key
+
+
+def ssh_key_read(sim: Simulator, req: Request) -> Any:
+    """Any user's key by id, as MAAS's handler reads it."""
+    return _ssh_key_json(_ssh_key(sim, req))
+
+
+def ssh_key_delete(sim: Simulator, req: Request) -> Response:
+    key = _ssh_key(sim, req)
+    assert req.user is not None
+    if key.username != req.user.username:
+        raise ApiError(403, "Can't delete a key you don't own.")
+    del sim.ssh_keys[key.id]
+    return deleted()
+
+
+# The two archives every MAAS region starts with (``PackageRepository`` defaults).
+PACKAGE_REPOSITORIES = [
+    ("main_archive", "http://archive.ubuntu.com/ubuntu", ["amd64", "i386"]),
+    (
+        "ports_archive",
+        "http://ports.ubuntu.com/ubuntu-ports",
+        ["armhf", "arm64", "ppc64el", "s390x"],
+    ),
+]
+
+
+def _repository_json(n: int) -> dict[str, Any]:
+    name, url, arches = PACKAGE_REPOSITORIES[n - 1]
+    return {
+        "id": n,
+        "name": name,
+        "url": url,
+        "distributions": [],
+        "disabled_pockets": [],
+        "disabled_components": [],
+        "disable_sources": True,
+        "components": [],
+        "arches": arches,
+        "key": "",
+        "enabled": True,
+        "resource_uri": f"{API_PREFIX}package-repositories/{n}/",
+    }
+
+
+def package_repositories(sim: Simulator, req: Request) -> Any:
+    return [_repository_json(n) for n in range(1, len(PACKAGE_REPOSITORIES) + 1)]
+
+
+def package_repository_read(sim: Simulator, req: Request) -> Any:
+    ref = req.params["id"]
+    if not ref.isdigit() or not 1 <= int(ref) <= len(PACKAGE_REPOSITORIES):
+        raise ApiError(404, "No PackageRepository matches the given query.")
+    return _repository_json(int(ref))
 
 
 def get_config(sim: Simulator, req: Request) -> Any:

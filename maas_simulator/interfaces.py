@@ -28,12 +28,16 @@ class Link:
 
 @dataclass
 class Interface:
-    """A physical NIC. ``cable_*`` is where its cable really goes (what commissioning finds);
-    ``vlan_id``, ``links`` and ``params`` are MAAS's configuration of it."""
+    """A NIC (``physical``) or one built on others (``bond``, ``bridge``, ``vlan``: their
+    ``parents``). ``cable_*`` is where a NIC's cable really goes (what commissioning finds);
+    ``vlan_id``, ``links``, ``mtu`` and ``params`` are MAAS's configuration of it."""
 
     id: int
     name: str
     mac_address: str
+    type: str = "physical"
+    parents: list[int] = field(default_factory=list)  # interface ids
+    params: dict[str, Any] | None = None  # bond_* / bridge_* (a dict for built interfaces)
     cable_vlan_id: int | None = None  # the VLAN the cable reaches; None: unknown network
     cable_subnet_id: int | None = None  # the subnet it DHCPs/PXE boots on, if any
     connected: bool = True  # carrier: False = no cable
@@ -79,23 +83,46 @@ def link_json(net: Network, link: Link) -> dict[str, Any]:
     return data
 
 
-def interface_json(net: Network, system_id: str, iface: Interface) -> dict[str, Any]:
+def children(iface: Interface, siblings: list[Interface]) -> list[Interface]:
+    return [i for i in siblings if iface.id in i.parents]
+
+
+def effective_mtu(net: Network, iface: Interface, siblings: list[Interface]) -> int:
+    """``get_effective_mtu``: its own, else its VLAN's, else 1500; never below a child's."""
+    mtu = iface.mtu or (net.vlans[iface.vlan_id].mtu if iface.vlan_id in net.vlans else 1500)
+    return max([mtu, *(effective_mtu(net, c, siblings) for c in children(iface, siblings))])
+
+
+def is_enabled(iface: Interface, siblings: list[Interface]) -> bool:
+    """A built interface is enabled when one of its parents is."""
+    parents = [i for i in siblings if i.id in iface.parents]
+    return any(is_enabled(p, siblings) for p in parents) if parents else iface.enabled
+
+
+def interface_json(
+    net: Network, system_id: str, iface: Interface, siblings: list[Interface]
+) -> dict[str, Any]:
+    """``DISPLAYED_INTERFACE_FIELDS``: ``parents`` and ``children`` by name; ``params`` is ""
+    for a NIC nothing was set on, else a dict (``mtu``, ``bond_*``, ``bridge_*``)."""
     vlan = net.vlan_json(iface.vlan_id) if iface.vlan_id is not None else None
+    params: dict[str, Any] | str = ""
+    if iface.params is not None or iface.mtu is not None:
+        params = {**(iface.params or {}), **({"mtu": iface.mtu} if iface.mtu else {})}
     return {
         "system_id": system_id,
         "id": iface.id,
         "name": iface.name,
-        "type": "physical",
+        "type": iface.type,
         "vlan": vlan,
         "mac_address": iface.mac_address,
-        "parents": [],
-        "children": [],
+        "parents": [i.name for i in siblings if i.id in iface.parents],
+        "children": [c.name for c in children(iface, siblings)],
         "tags": list(iface.tags),
-        "enabled": iface.enabled,
+        "enabled": is_enabled(iface, siblings),
         "links": [link_json(net, link) for link in iface.links],
-        "params": {"mtu": iface.mtu} if iface.mtu is not None else "",
+        "params": params,
         "discovered": None,
-        "effective_mtu": iface.mtu or (vlan["mtu"] if vlan else 1500),
+        "effective_mtu": effective_mtu(net, iface, siblings),
         "vendor": iface.vendor,
         "product": iface.product,
         "firmware_version": iface.firmware_version,
@@ -118,6 +145,17 @@ def clear_links(net: Network, iface: Interface) -> None:
     for link in iface.links:
         release_ip(net, link)
     iface.links = []
+
+
+def remove_interface(net: Network, siblings: list[Interface], iface: Interface) -> None:
+    """Delete an interface: its addresses go back, and children left without a parent go
+    with it (``delete_children_interface_handler``)."""
+    clear_links(net, iface)
+    siblings.remove(iface)
+    for child in children(iface, siblings):
+        child.parents.remove(iface.id)
+        if not child.parents:
+            remove_interface(net, siblings, child)
 
 
 def ensure_link_up(iface: Interface, new_id: Callable[[], int]) -> None:

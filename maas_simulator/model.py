@@ -22,7 +22,14 @@ from typing import Any
 from maas_domain.maas.status import FAILURE_OF, NodeStatus
 from maas_simulator.clock import Clock, Scheduler
 from maas_simulator.faults import MachineFaults
-from maas_simulator.interfaces import Interface, Link, clear_links, ensure_link_up, release_ip
+from maas_simulator.interfaces import (
+    Interface,
+    Link,
+    clear_links,
+    ensure_link_up,
+    release_ip,
+    remove_interface,
+)
 from maas_simulator.network import Network, Subnet
 from maas_simulator.nodes import (
     BootResource,
@@ -37,7 +44,7 @@ from maas_simulator.nodes import (
     node_mac,
 )
 from maas_simulator.storage import BlockDevice, LayoutError, LayoutFieldsError, new_uuid_factory
-from maas_simulator.users import LEVELS, Event, User
+from maas_simulator.users import LEVELS, Event, SSHKey, User
 
 S = NodeStatus
 NODE_TIMEOUT = 30 * 60  # MAAS config node_timeout default
@@ -87,6 +94,7 @@ class Simulator:
         self.machines: dict[str, Machine] = {}
         self.order: list[str] = []  # machines by creation (MAAS lists by id)
         self.users: dict[str, User] = {}
+        self.ssh_keys: dict[int, SSHKey] = {}  # account/prefs/sshkeys/, from the scenario
         self.net = Network()
         self.devices: dict[str, Device] = {}
         self.rack = RackController()
@@ -116,6 +124,14 @@ class Simulator:
     @property
     def subnets(self) -> dict[int, Subnet]:
         return self.net.subnets
+
+    def site_changed(self) -> None:
+        """A VLAN or subnet changed: the JSON built from it (subnets, interfaces, every
+        machine's) is stale."""
+        self.net.changed()
+        now = self.now()
+        for m in self.machines.values():
+            m.touch(now)
 
     def all_nodes(self) -> list[Node]:
         return [*self.machines.values(), *self.devices.values(), self.rack]
@@ -439,6 +455,11 @@ class Simulator:
         if not m.interfaces:
             self.add_interfaces(m, self._default_nics(self.new_id(), None))
             self.discover(m)
+        # update_node_interfaces: what commissioning did not see (bonds, bridges, VLAN
+        # interfaces built through the API) is deleted.
+        for built in [i for i in m.interfaces if i.type != "physical"]:
+            if built in m.interfaces:
+                remove_interface(self.net, m.interfaces, built)
         for iface in m.interfaces:
             clear_links(self.net, iface)
         boot = m.boot_interface

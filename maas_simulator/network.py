@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import ipaddress
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,16 +43,41 @@ class Vlan:
     id: int
     fabric_id: int
     vid: int = 0
-    name: str = ""  # MAAS names the untagged VLAN "untagged", others after their vid
+    # "": a scenario VLAN, named after its vid; None: created through the API without a name.
+    # The fabric's default VLAN (its first) always shows as "untagged" (VLAN.get_name).
+    name: str | None = ""
     mtu: int = 1500
     dhcp_on: bool = True
     space: str | None = None  # space name; None shows as "undefined"
     primary_rack: str | None = "rack01"
+    secondary_rack: str | None = None
+    relay_vlan: int | None = None  # the VLAN whose DHCP this one relays to
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not self.name:
+        if self.name == "":
             self.name = "untagged" if self.vid == 0 else str(self.vid)
+
+
+@dataclass
+class IPRange:
+    """A reserved or dynamic range of a subnet: never handed out by MAAS's allocator."""
+
+    id: int
+    subnet_id: int
+    type: str  # "dynamic" | "reserved"
+    start_ip: str
+    end_ip: str
+    comment: str = ""
+    user: str | None = None  # username of its owner
+
+    @property
+    def lo(self) -> int:
+        return int(ipaddress.ip_address(self.start_ip))
+
+    @property
+    def hi(self) -> int:
+        return int(ipaddress.ip_address(self.end_ip))
 
 
 class Subnet:
@@ -84,6 +110,13 @@ class Subnet:
         self._freed: list[int] = []
         if gateway_ip:
             self._taken.add(int(ipaddress.ip_address(gateway_ip)))
+        self.ranges: list[IPRange] = []  # kept by Network.add_range / remove_range
+        # get_ipranges_in_use: the subnet's DNS servers and the gateways of routes from it are
+        # never handed out either.
+        self.dns_addresses = {
+            int(ipaddress.ip_address(ip)) for ip in self.dns_servers if self.contains(ip)
+        }
+        self.route_gateways: Counter[int] = Counter()
 
     def contains(self, ip: str) -> bool:
         return ipaddress.ip_address(ip) in self.network
@@ -94,17 +127,32 @@ class Subnet:
     def take(self, ip: str) -> None:
         self._taken.add(int(ipaddress.ip_address(ip)))
 
+    def range_at(self, n: int, kind: str | None = None) -> IPRange | None:
+        """The range (of ``kind`` if given) holding address ``n``."""
+        return next((r for r in self.ranges if r.lo <= n <= r.hi and kind in (None, r.type)), None)
+
+    def _free(self, n: int) -> bool:
+        return (
+            n not in self._taken
+            and n not in self.dns_addresses
+            and not self.route_gateways[n]
+            and self.range_at(n) is None
+        )
+
     def allocate(self) -> str | None:
-        """The lowest free address (freed ones first); None when the subnet is exhausted."""
+        """The lowest free address (freed ones first) outside the reserved and dynamic ranges;
+        None when the subnet is exhausted."""
         last = int(self.network.broadcast_address) - (1 if self.network.version == 4 else 0)
         while self._freed:
             n = heapq.heappop(self._freed)
-            if n not in self._taken:
+            if self._free(n):
                 self._taken.add(n)
                 return str(ipaddress.ip_address(n))
         while self._next <= last:
-            n, self._next = self._next, self._next + 1
-            if n not in self._taken:
+            n = self._next
+            blocked = self.range_at(n)
+            self._next = blocked.hi + 1 if blocked is not None else n + 1
+            if blocked is None and self._free(n):
                 self._taken.add(n)
                 return str(ipaddress.ip_address(n))
         return None
@@ -114,6 +162,36 @@ class Subnet:
         if n in self._taken:
             self._taken.discard(n)
             heapq.heappush(self._freed, n)
+
+    def reconsider(self, lo: int, hi: int) -> None:
+        """Addresses ``lo``-``hi`` may be free again (a range or a route went away)."""
+        if hi - lo < 256:
+            for n in range(lo, hi + 1):
+                heapq.heappush(self._freed, n)
+        else:
+            self._next = min(self._next, lo)
+
+    def in_use(self, kind: str, exclude: IPRange | None = None) -> list[tuple[int, int]]:
+        """``get_ipranges_in_use``: what a new range of ``kind`` may not overlap. A reserved
+        range may hold allocated addresses but no other range; a dynamic range neither."""
+        used = [(r.lo, r.hi) for r in self.ranges if r is not exclude]
+        if kind == "dynamic":
+            singles = self._taken | self.dns_addresses | set(+self.route_gateways)
+            used += [(n, n) for n in singles]
+        return sorted(used)
+
+    def unused(self, kind: str, exclude: IPRange | None = None) -> list[tuple[int, int]]:
+        """``get_ipranges_not_in_use``: the free stretches of the subnet for a range."""
+        first = int(self.network.network_address) + 1
+        last = int(self.network.broadcast_address) - (1 if self.network.version == 4 else 0)
+        free, at = [], first
+        for lo, hi in self.in_use(kind, exclude):
+            if lo > at:
+                free.append((at, min(lo - 1, last)))
+            at = max(at, hi + 1)
+        if at <= last:
+            free.append((at, last))
+        return free
 
 
 @dataclass
@@ -164,6 +242,7 @@ class Network:
         self.spaces: dict[int, Space] = {}
         self.subnets: dict[int, Subnet] = {}
         self.routes: dict[int, StaticRoute] = {}
+        self.ranges: dict[int, IPRange] = {}
         self.domains: dict[int, Domain] = {0: Domain(0, "maas")}
         self.zones: dict[int, Zone] = {1: Zone(1, "default")}
         self.pools: dict[int, Pool] = {0: Pool(0, "default", "Default pool")}
@@ -215,10 +294,55 @@ class Network:
         self.subnets[subnet.id] = subnet
         self._subnet_json.clear()
 
-    def default_vlan(self, fabric_id: int) -> Vlan:
+    def default_vlan(self, fabric_id: int) -> Vlan | None:
+        """``Fabric.get_default_vlan``: the fabric's first VLAN."""
         return min(
-            (v for v in self.vlans.values() if v.fabric_id == fabric_id), key=lambda v: v.vid
+            (v for v in self.vlans.values() if v.fabric_id == fabric_id),
+            key=lambda v: v.id,
+            default=None,
         )
+
+    def vlan_name(self, vlan: Vlan) -> str | None:
+        """``VLAN.get_name``: "untagged" for the fabric's default VLAN, else its name."""
+        return "untagged" if self.default_vlan(vlan.fabric_id) is vlan else vlan.name
+
+    def changed(self) -> None:
+        """A VLAN or subnet changed: the JSON built from it is stale."""
+        self._vlan_json.clear()
+        self._subnet_json.clear()
+
+    def add_route(self, route: StaticRoute) -> None:
+        self.routes[route.id] = route
+        self.subnets[route.source].route_gateways[int(ipaddress.ip_address(route.gateway_ip))] += 1
+
+    def remove_route(self, route: StaticRoute) -> None:
+        del self.routes[route.id]
+        source = self.subnets.get(route.source)
+        if source is not None:
+            n = int(ipaddress.ip_address(route.gateway_ip))
+            source.route_gateways[n] -= 1
+            source.reconsider(n, n)
+
+    def add_range(self, iprange: IPRange) -> None:
+        self.ranges[iprange.id] = iprange
+        self.subnets[iprange.subnet_id].ranges.append(iprange)
+
+    def remove_range(self, iprange: IPRange) -> None:
+        del self.ranges[iprange.id]
+        subnet = self.subnets[iprange.subnet_id]
+        subnet.ranges.remove(iprange)
+        subnet.reconsider(iprange.lo, iprange.hi)
+
+    def has_dynamic_range(self, vlan_id: int) -> bool:
+        return any(
+            r.type == "dynamic" and self.subnets[r.subnet_id].vlan_id == vlan_id
+            for r in self.ranges.values()
+        )
+
+    def best_subnet_for_ip(self, ip: str) -> Subnet | None:
+        """``get_best_subnet_for_ip``: the most specific subnet holding the address."""
+        holding = [s for s in self.subnets.values() if _is_ip(ip) and s.contains(ip)]
+        return max(holding, key=lambda s: s.network.prefixlen, default=None)
 
     # -- lookups ----------------------------------------------------------------------------
     def subnets_by_specifier(self, spec: str) -> list[Subnet]:
@@ -273,21 +397,23 @@ class Network:
 
     # -- JSON -------------------------------------------------------------------------------
     def vlan_json(self, vlan_id: int) -> dict[str, Any]:
+        """``DISPLAYED_VLAN_FIELDS``; ``relay_vlan`` is the relayed-to VLAN, nested."""
         cached = self._vlan_json.get(vlan_id)
         if cached is None:
             v = self.vlans[vlan_id]
+            relay = v.relay_vlan
             cached = {
                 "id": v.id,
-                "name": v.name,
+                "name": self.vlan_name(v),
                 "vid": v.vid,
                 "fabric": self.fabrics[v.fabric_id].name,
                 "fabric_id": v.fabric_id,
                 "mtu": v.mtu,
                 "primary_rack": v.primary_rack,
-                "secondary_rack": None,
+                "secondary_rack": v.secondary_rack,
                 "dhcp_on": v.dhcp_on,
                 "external_dhcp": None,
-                "relay_vlan": None,
+                "relay_vlan": self.vlan_json(relay) if relay in self.vlans else None,
                 "space": v.space or "undefined",
                 "resource_uri": f"{API_PREFIX}vlans/{v.id}/",
             }
@@ -360,6 +486,19 @@ class Network:
             "gateway_ip": route.gateway_ip,
             "metric": route.metric,
             "resource_uri": f"{API_PREFIX}static-routes/{route.id}/",
+        }
+
+    def range_json(self, r: IPRange, user: dict[str, Any] | None) -> dict[str, Any]:
+        """``DISPLAYED_IPRANGE_FIELDS``: ``user`` is the owner's user object (or null)."""
+        return {
+            "id": r.id,
+            "type": r.type,
+            "start_ip": r.start_ip,
+            "end_ip": r.end_ip,
+            "comment": r.comment,
+            "user": user,
+            "subnet": self.subnet_json(r.subnet_id),
+            "resource_uri": f"{API_PREFIX}ipranges/{r.id}/",
         }
 
     def domain_json(self, domain: Domain, records: int = 0) -> dict[str, Any]:

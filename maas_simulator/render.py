@@ -64,7 +64,7 @@ def machine_json(sim: Simulator, m: Machine) -> bytes:
 
 def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
     """``DISPLAYED_MACHINE_FIELDS`` (docs/maas-api.md §3.1)."""
-    ifaces = [interface_json(sim.net, m.system_id, i) for i in m.interfaces]
+    ifaces = [interface_json(sim.net, m.system_id, i, m.interfaces) for i in m.interfaces]
     ips = [link.ip_address for i in m.interfaces for link in i.links if link.ip_address]
     next_sync = m.last_sync + m.sync_interval if m.last_sync and m.sync_interval else None
     last = m.last_event
@@ -186,7 +186,7 @@ def zone_json(sim: Simulator, name: str) -> dict[str, Any]:
 
 
 def node_interface_json(sim: Simulator, node: Node, iface: Interface) -> dict[str, Any]:
-    return interface_json(sim.net, node.system_id, iface)
+    return interface_json(sim.net, node.system_id, iface, node.interfaces)
 
 
 def current_set_id(m: Machine, type_: int) -> int | None:

@@ -38,6 +38,13 @@ class User:
 
 
 @dataclass
+class SSHKey:
+    id: int
+    username: str  # its owner
+    key: str
+
+
+@dataclass
 class Event:
     id: int
     system_id: str

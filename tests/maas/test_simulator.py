@@ -29,7 +29,7 @@ import requests
 from maas_domain.maas.client import MaasClient
 from maas_simulator import scenario
 from maas_simulator.model import Simulator
-from tests.support.maas import API_KEY, Api, Sim, make_sim
+from tests.support.maas import API_KEY, Api, Sim, b64_multipart, make_sim
 
 ALICE_KEY = "AliceConsumerKey12:AliceTokenKey12345:AliceTokenSecretABCDEFGHIJKLMNOP"
 BOB_KEY = "BobConsumerKey1234:BobTokenKey1234567:BobTokenSecretABCDEFGHIJKLMNOPQR"
@@ -61,25 +61,6 @@ STATUS_LABELS = {
     "testing": (21, "Testing"),
     "failed_testing": (22, "Failed testing"),
 }
-
-
-def b64_multipart(fields: list[tuple[str, bytes]]) -> tuple[bytes, str]:
-    """A multipart body whose every part is base64-encoded, as python-libmaas sends it."""
-    boundary = "sim-test-boundary"
-    out = b""
-    for name, value in fields:
-        out += (
-            (
-                f"--{boundary}\r\n"
-                f'Content-Disposition: form-data; name="{name}"\r\n'
-                'Content-Type: text/plain; charset="utf-8"\r\n'
-                "Content-Transfer-Encoding: base64\r\n\r\n"
-            ).encode()
-            + base64.b64encode(value)
-            + b"\r\n"
-        )
-    out += f"--{boundary}--\r\n".encode()
-    return out, f"multipart/form-data; boundary={boundary}"
 
 
 @pytest.fixture
