@@ -352,13 +352,17 @@ RESOURCES = [
     Resource(
         "PartitionsHandler",
         f"{NODE}blockdevices/{{device_id}}/partitions/",
-        [A("read", "GET", None, sto.partitions_list)],
+        [
+            A("read", "GET", None, sto.partitions_list),
+            A("create", "POST", None, sto.partition_create),
+        ],
     ),
     Resource(
         "PartitionHandler",
         f"{NODE}blockdevices/{{device_id}}/partition/{{id}}",
         [
             A("read", "GET", None, sto.partition_read),
+            A("delete", "DELETE", None, sto.partition_delete),
             A("format", "POST", "format", sto.partition_format),
             A("unformat", "POST", "unformat", sto.partition_unformat),
             A("mount", "POST", "mount", sto.partition_mount),
@@ -369,12 +373,30 @@ RESOURCES = [
     Resource(
         "VolumeGroupsHandler",
         f"{NODE}volume-groups/",
-        [A("read", "GET", None, sto.volume_groups_list)],
+        [
+            A("read", "GET", None, sto.volume_groups_list),
+            A("create", "POST", None, sto.volume_group_create),
+        ],
     ),
     Resource(
         "VolumeGroupHandler",
         f"{NODE}volume-group/{{id}}/",
-        [A("read", "GET", None, sto.volume_group_read)],
+        [
+            A("read", "GET", None, sto.volume_group_read),
+            A("delete", "DELETE", None, sto.volume_group_delete),
+            A(
+                "create_logical_volume",
+                "POST",
+                "create_logical_volume",
+                sto.volume_group_create_lv,
+            ),
+            A(
+                "delete_logical_volume",
+                "POST",
+                "delete_logical_volume",
+                sto.volume_group_delete_lv,
+            ),
+        ],
         aliases=(f"{NODE}volume-groups/{{id}}/",),
     ),
     Resource("EventsHandler", f"{P}events/", [A("query", "GET", "query", site.events_query)]),

@@ -179,6 +179,7 @@ def power_failure(sim: Simulator, m: Machine, change: str) -> None:
 def acquire(sim: Simulator, m: Machine, user: User, agent_name: str, comment: str) -> None:
     """``Node.acquire``: Allocated to the caller, with the agent name it gave."""
     sim.request_event(m, "User acquiring node", "acquire", comment, user)
+    m.storage.acquire()  # _create_acquired_filesystems
     sim.set_status(m, S.ALLOCATED)
     m.owner = user.username
     m.agent_name = agent_name
@@ -341,6 +342,7 @@ def start_release(sim: Simulator, m: Machine) -> None:
     m.netboot = True
     m.agent_name = ""
     sim.release_auto_ips(m)
+    m.storage.release()  # _clear_acquired_filesystems
     sim.event(m, "INFO", "Releasing", "")
     if m.faults.release_stuck:
         sim.schedule_timeout(m, S.RELEASING)  # power-off is never observed
@@ -416,6 +418,7 @@ def mark_broken(sim: Simulator, m: Machine, user: User, comment: str) -> None:
         m.osystem = m.distro_series = ""
         m.agent_name = ""
         sim.release_auto_ips(m)
+        m.storage.release()
         m.hwe_kernel = None
         m.enable_hw_sync, m.last_sync, m.sync_interval = False, None, None
         m.netboot = True

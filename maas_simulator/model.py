@@ -71,6 +71,26 @@ IP_HOLDING_STATUSES = {
     S.FAILED_DISK_ERASING,
 }
 
+# ALLOCATED_NODE_STATUSES: the storage shows the acquired filesystems (Storage.fs). MAAS's
+# list has Testing and Failed testing in it too.
+ALLOCATED_STATUSES = {
+    S.ALLOCATED,
+    S.DEPLOYING,
+    S.DEPLOYED,
+    S.FAILED_DEPLOYMENT,
+    S.RELEASING,
+    S.FAILED_RELEASING,
+    S.DISK_ERASING,
+    S.FAILED_DISK_ERASING,
+    S.RESCUE_MODE,
+    S.ENTERING_RESCUE_MODE,
+    S.FAILED_ENTERING_RESCUE_MODE,
+    S.EXITING_RESCUE_MODE,
+    S.FAILED_EXITING_RESCUE_MODE,
+    S.TESTING,
+    S.FAILED_TESTING,
+}
+
 # Leaving these does not update previous_status (pre_save_update_status).
 NO_PREVIOUS_STATUS = {
     S.RESCUE_MODE,
@@ -228,6 +248,7 @@ class Simulator:
             if m.status not in NO_PREVIOUS_STATUS:
                 m.previous_status = m.status
             m.status = new
+            m.storage.allocated = new in ALLOCATED_STATUSES
             if new in (S.NEW, S.READY):
                 m.owner = None  # clear_owner_when_status_changes_to_new_or_ready
         m.touch(self.now())
@@ -343,9 +364,11 @@ class Simulator:
             self.apply_layout(m, storage_layout or self.config["default_storage_layout"])
             self.reset_networking(m)
             self.script_set(m, 0, passed=True)
+        m.storage.allocated = status in ALLOCATED_STATUSES
         if status in OWNED_STATUSES:
             m.owner = owner or next(iter(self.users), None)
             m.agent_name = agent_name
+            m.storage.acquire()  # seeded as if it had been allocated
         if status in (S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT):
             m.osystem, m.distro_series = "ubuntu", self.config["default_distro_series"]
         if status in IP_HOLDING_STATUSES:

@@ -256,6 +256,8 @@ class Handler(BaseHTTPRequestHandler):
                 if len(parts) == 3 and parts[2] == "status" and method == "POST":
                     sim.start_op(m, "forced")
                     sim.set_status(m, NodeStatus[data["status"].upper()])
+                    if m.storage.allocated and not any(h.acquired for h in m.storage.holders()):
+                        m.storage.acquire()  # as if the machine had been allocated
                     if "power_state" in data:
                         m.power_state = data["power_state"]
                 if len(parts) == 3 and parts[2] == "user-data":
