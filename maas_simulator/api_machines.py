@@ -20,6 +20,7 @@ from maas_simulator.errors import ApiError, conflict, invalid
 from maas_simulator.interfaces import clear_links
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
+from maas_simulator.power import power_form
 from maas_simulator.render import anon_machine_json, machine_json
 from maas_simulator.storage import LAYOUTS, LayoutError, LayoutFieldsError
 from maas_simulator.wire import (
@@ -59,18 +60,12 @@ def machines_list(sim: Simulator, req: Request) -> Response:
     return Response(200, chunks)
 
 
-def _power_params_from(req: Request) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    blob = req.get("power_parameters")
-    if blob:
-        try:
-            params.update(json.loads(blob))
-        except ValueError as exc:
-            raise invalid({"power_parameters": ["Invalid JSON."]}) from exc
-    for key, values in {**req.query, **req.form}.items():
-        if key.startswith("power_parameters_") and key != "power_parameters_skip_check":
-            params[key[len("power_parameters_") :]] = values[0]
-    return params
+def _power(req: Request, m: Machine | None) -> tuple[str, dict[str, Any]] | None:
+    """``WithPowerTypeMixin``: the power type and parameters to store (``power.py``)."""
+    fields = {k: v for k, v in {**req.query, **req.form}.items() if k != "op"}
+    if m is None:
+        return power_form(fields, None, {})
+    return power_form(fields, m.power_type, m.power_parameters)
 
 
 def _valid_architectures(sim: Simulator) -> list[str]:
@@ -108,17 +103,13 @@ def machines_create(sim: Simulator, req: Request) -> Response:
         and any(m.hostname == hostname for m in sim.machines.values())
     ):
         errors["hostname"] = ["Node with this Hostname already exists."]
-    power = _power_params_from(req)
-    if (
-        power_type == "ipmi"
-        and not req.flag("power_parameters_skip_check")
-        and not power.get("power_address")
-    ):
-        errors["power_parameters"] = ["power_address: This field is required."]
+    try:
+        power_type, power = _power(req, None) or ("", {})
+    except ApiError as exc:
+        errors.update(exc.body)
     if errors:
         raise invalid(errors)
     assert req.user is not None
-    power.setdefault("power_driver", "LAN_2_0") if power_type == "ipmi" else None
     m = sim.add_machine(
         hostname=hostname,
         power_type=power_type,
@@ -265,12 +256,11 @@ def machine_read(sim: Simulator, req: Request) -> Response:
 
 def machine_update(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
+    power = _power(req, m)  # checked before anything is saved
     if req.get("hostname"):
         m.hostname = req.get("hostname") or m.hostname
-    if req.get("power_type") is not None:
-        m.power_type = req.get("power_type") or ""
-        m.power_parameters = {}
-    m.power_parameters.update(_power_params_from(req))
+    if power is not None:
+        m.power_type, m.power_parameters = power
     m.touch(sim.now())
     return raw(machine_json(sim, m))
 
@@ -305,21 +295,15 @@ def machine_test(sim: Simulator, req: Request) -> Response:
 def machine_deploy(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    series = (req.get("distro_series") or sim.config["default_distro_series"]).split("/")[-1]
+    given = req.get("distro_series") or sim.config["default_distro_series"]
+    series = given.split("/")[-1]
     available = {
         b.name.split("/")[-1]
         for b in sim.boot_resources
         if b.architecture.split("/")[0] == m.architecture.split("/")[0]
     }
     if series not in {b.name.split("/")[-1] for b in sim.boot_resources}:
-        choices = ", ".join(f"'{b.name}'" for b in sim.boot_resources)
-        raise invalid(
-            {
-                "distro_series": [
-                    f"'{series}' is not a valid distro_series.  It should be one of: {choices}."
-                ]
-            }
-        )
+        raise invalid_choice("distro_series", given, release_choices(sim))
     if series not in available:
         raise ApiError(
             400, f"Deployment operating system ubuntu/{series} is unavailable for {m.architecture}."
@@ -339,6 +323,29 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
         },
     )
     return raw(machine_json(sim, m))
+
+
+UBUNTU_VERSIONS = {  # release titles sort by version
+    "trusty": "14.04",
+    "xenial": "16.04",
+    "bionic": "18.04",
+    "focal": "20.04",
+    "jammy": "22.04",
+    "noble": "24.04",
+    "oracular": "24.10",
+    "plucky": "25.04",
+}
+
+
+def release_choices(sim: Simulator) -> list[str]:
+    """``list_release_choices``: the default (a blank choice), then each release the images
+    offer once, whatever architectures have it, ordered by OS and release title."""
+    names = {b.name for b in sim.boot_resources}
+    ordered = sorted(
+        names,
+        key=lambda n: (n.split("/")[0], UBUNTU_VERSIONS.get(n.split("/")[-1], n.split("/")[-1])),
+    )
+    return ["", *ordered]
 
 
 def served_user_data(stored: bytes) -> bytes:

@@ -398,13 +398,17 @@ def abort(sim: Simulator, m: Machine, user: User, comment: str) -> None:
     sim.start_op(m, "abort")
     sim.request_event(m, request_event, action, comment, user)
     sim.event(m, "INFO", status_event, "")
-    sim.end_running_scripts(m, 5)  # Aborted
     if m.power_state == "on":
         sim.event(m, "INFO", "Powering off", "")
-    m.power_state = "off"
-    # MAAS applies the new status once the power-off went out, a moment after it answers;
-    # the simulator applies it at once.
-    sim.set_status(m, target)
+
+    def stopped(sim: Simulator, mm: Machine) -> None:
+        # _abort_*_async: after the commit, once the power-off went out, running scripts
+        # end Aborted and the status moves; the answer to abort shows the status before.
+        sim.end_running_scripts(mm, 5)
+        mm.power_state = "off"
+        sim.set_status(mm, target)
+
+    sim.schedule(m, 0, stopped)
 
 
 def mark_broken(sim: Simulator, m: Machine, user: User, comment: str) -> None:
