@@ -27,6 +27,7 @@ def site(sims: list[Sim]) -> Sim:
             "machines": [
                 {"hostname": "s1", "status": "ready", "power_type": "manual"},
                 {"hostname": "s2", "status": "ready", "storage_layout": "blank"},
+                {"hostname": "s3", "status": "ready"},
             ],
         }
     )
@@ -268,7 +269,7 @@ def test_volume_group_and_logical_volume_refusals(site: Sim, sapi: Api) -> None:
 
 
 def test_release_drops_what_was_formatted_while_allocated(site: Sim, sapi: Api) -> None:
-    sid = sid_of(site, "s1")  # flat: the boot disk is partitioned, the data disk unused
+    sid = sid_of(site, "s3")  # flat: the boot disk is partitioned, the data disk unused
     data = disks(sapi, sid)["nvme1n1"]
     root = disks(sapi, sid)["nvme0n1"]["partitions"][1]
     path = f"nodes/{sid}/blockdevices/{data['id']}/"
@@ -293,11 +294,34 @@ def test_release_drops_what_was_formatted_while_allocated(site: Sim, sapi: Api) 
     sapi.ok(sid, "deploy")
     site.advance(300)
     assert sapi.status(sid) == "Deployed"
-    sapi.ok(sid, "release")
+    assert sapi.ok(sid, "release")["status_name"] == "Releasing"  # powering off
+    # The copies are gone at once; while still allocated, mountable filesystems do not show.
+    releasing = disks(sapi, sid)
+    assert (releasing["nvme1n1"]["filesystem"], releasing["nvme1n1"]["used_for"]) == (
+        None,
+        "Unused",
+    )
     site.advance(60)
+    assert sapi.status(sid) == "Ready"
     released = disks(sapi, sid)
     assert (
         released["nvme1n1"]["filesystem"]["fstype"],
         released["nvme1n1"]["filesystem"]["label"],
     ) == ("ext4", "keep")
     assert released["nvme0n1"]["partitions"][1]["filesystem"]["mount_point"] == "/"
+
+
+def test_no_partition_table_on_a_logical_volume(site: Sim, sapi: Api) -> None:
+    sid = sid_of(site, "s2")
+    made = sapi.send("POST", f"nodes/{sid}/volume-groups/", name="vg0", block_devices="nvme1n1")
+    lv = sapi.send(
+        "POST",
+        f"nodes/{sid}/volume-group/{made.json()['id']}/",
+        "create_logical_volume",
+        name="lv0",
+    )
+    assert lv.json()["name"] == "vg0-lv0"
+    on_lv = sapi.send("POST", f"nodes/{sid}/blockdevices/{lv.json()['id']}/partitions/", size="1G")
+    assert errors(on_lv) == {
+        "block_device": ["Cannot create a partition table on a logical volume."]
+    }

@@ -395,3 +395,19 @@ def test_scenario_refuses_bad_bonds(bond: dict[str, Any], message: str) -> None:
     data = {**SITE, "machines": [{**SITE["machines"][0], "bonds": [bond]}]}
     with pytest.raises(ValueError, match=message):
         scenario.load(Simulator(), data, api_key=API_KEY)
+
+
+def test_a_bond_moved_to_another_vlan_takes_its_parents(site: Sim, sapi: Api) -> None:
+    sid = sid_of(site, "n1")
+    shown = nics(sapi, sid)
+    bond = sapi.send(
+        "POST",
+        f"nodes/{sid}/interfaces/",
+        "create_bond",
+        name="b0",
+        parents=[shown["ens1f0"]["id"], shown["ens1f1"]["id"]],
+    ).json()
+    moved = sapi.send("PUT", f"nodes/{sid}/interfaces/{bond['id']}/", vlan=5003)
+    assert moved.json()["vlan"]["id"] == 5003
+    after = nics(sapi, sid)
+    assert (after["ens1f0"]["vlan"]["id"], after["ens1f1"]["vlan"]["id"]) == (5003, 5003)

@@ -556,3 +556,52 @@ def test_vlan_update_promotes_the_secondary_rack_and_moves_fabric(sims: list[Sim
         "__all__": ["A VLAN with the specified VID already exists in the destination fabric."]
     }
     assert errors(api.send("PUT", "vlans/5003/", fabric=9)) == {"fabric": ["None found with id=9."]}
+
+
+def test_dhcp_needs_a_primary_rack_and_turning_it_on_ends_the_relay(sims: list[Sim]) -> None:
+    data = {
+        "fabrics": [{"id": 1}],
+        "vlans": [
+            {"id": 5001, "fabric_id": 1, "vid": 0},
+            {"id": 5002, "fabric_id": 1, "vid": 30, "dhcp_on": False, "primary_rack": None},
+            {"id": 5003, "fabric_id": 1, "vid": 31, "dhcp_on": False, "relay_vlan": 5001},
+        ],
+        "subnets": [
+            {"id": 1, "name": "pxe", "cidr": "10.20.0.0/24", "vlan_id": 5001},
+            {"id": 2, "name": "norack", "cidr": "10.31.0.0/24", "vlan_id": 5002},
+            {"id": 3, "name": "relayed", "cidr": "10.32.0.0/24", "vlan_id": 5003},
+        ],
+        "ip_ranges": [
+            {"type": "dynamic", "start_ip": "10.31.0.100", "end_ip": "10.31.0.200"},
+            {"type": "dynamic", "start_ip": "10.32.0.100", "end_ip": "10.32.0.200"},
+        ],
+    }
+    s = make_sim(data)
+    sims.append(s)
+    api = Api(s)
+    assert errors(api.send("PUT", "vlans/5002/", dhcp_on="true")) == {
+        "__all__": ["dhcp can only be turned on when a primary rack controller is set."]
+    }
+    served = api.send("PUT", "vlans/5003/", dhcp_on="true")
+    assert served.status_code == 200, served.text
+    assert (served.json()["dhcp_on"], served.json()["relay_vlan"]) == (True, None)
+
+
+def test_dns_servers_on_the_subnet_are_never_handed_out(sims: list[Sim]) -> None:
+    data = {
+        "subnets": [
+            {
+                "id": 1,
+                "name": "pxe",
+                "cidr": "10.20.0.0/24",
+                "vlan_id": 5001,
+                "gateway_ip": "10.20.0.1",
+                "dns_servers": ["10.20.0.2", "8.8.8.8"],
+            }
+        ],
+        "machines": [{"hostname": "d1", "status": "deployed"}],
+    }
+    s = make_sim(data)
+    sims.append(s)
+    [machine] = Api(s).get("machines/").json()
+    assert machine["ip_addresses"] == ["10.20.0.4"]  # .2: a DNS server, .3: the rack
