@@ -605,3 +605,18 @@ def test_dns_servers_on_the_subnet_are_never_handed_out(sims: list[Sim]) -> None
     sims.append(s)
     [machine] = Api(s).get("machines/").json()
     assert machine["ip_addresses"] == ["10.20.0.4"]  # .2: a DNS server, .3: the rack
+
+
+def test_an_address_given_back_inside_a_new_range_is_not_handed_out(site: Sim, sapi: Api) -> None:
+    sid = next(iter(site.model.machines))
+    eno1 = next(i for i in sapi.machine(sid)["interface_set"] if i["name"] == "eno1")
+    path = f"nodes/{sid}/interfaces/{eno1['id']}/"
+    linked = sapi.send("POST", path, "link_subnet", mode="static", subnet=1).json()["links"][-1]
+    assert linked["ip_address"] == "10.20.0.3"  # .2: the rack
+    sapi.send("POST", path, "unlink_subnet", id=linked["id"])  # .3 is free again
+    fenced = sapi.send(
+        "POST", "ipranges/", type="reserved", start_ip="10.20.0.3", end_ip="10.20.0.9"
+    )
+    assert fenced.status_code == 200, fenced.text
+    again = sapi.send("POST", path, "link_subnet", mode="static", subnet=1, force="true")
+    assert again.json()["links"][-1]["ip_address"] == "10.20.0.10"
