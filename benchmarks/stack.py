@@ -99,9 +99,9 @@ class Result:
 def maas_seconds_per_onboarding() -> float:
     """MAAS-side time of one onboarding in MAAS seconds: commissioning, then deploying to the
     first boot (the node enrolls at once), as the simulator plays them."""
-    from maas_simulator.model import Simulator
+    from maas_simulator import lifecycle
 
-    return float(Simulator.COMMISSION_READY_AT + Simulator.DEPLOY_FIRST_BOOT_AT)
+    return float(lifecycle.COMMISSION_READY_AT + lifecycle.DEPLOY_FIRST_BOOT_AT)
 
 
 def _server(variable: str, default: str) -> str:

@@ -1,8 +1,9 @@
 """The MAAS REST API 2.0 served from the simulator's model: the resource table (also the source
 of ``describe/``), routing and piston's dispatch rules (docs/maas-api.md §1.3, §2, §3.5, §11).
 
-Handlers live by area in ``api_machines``, ``api_network``, ``api_storage`` and ``api_site``;
-the wire format (requests, OAuth, forms, permissions) in ``wire``.
+Handlers live by area in ``api_machines``, ``api_interfaces``, ``api_network``, ``api_storage``
+and ``api_site``; the wire format (requests, OAuth, forms, permissions) in ``wire``; the JSON of
+nodes, events and results in ``render``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import json
 import re
 from typing import Any
 
+from maas_simulator import api_interfaces as ifc
 from maas_simulator import api_machines as mach
 from maas_simulator import api_network as net
 from maas_simulator import api_site as site
 from maas_simulator import api_storage as sto
-from maas_simulator.model import API_PREFIX, ApiError, Simulator
+from maas_simulator.errors import ApiError
+from maas_simulator.model import Simulator
+from maas_simulator.network import API_PREFIX
 from maas_simulator.wire import (
     A,
     Request,
@@ -73,6 +77,27 @@ RESOURCES = [
             A("update_token_name", "POST", "update_token_name", site.update_token_name),
         ],
     ),
+    Resource(
+        "SSHKeysHandler", f"{P}account/prefs/sshkeys/", [A("read", "GET", None, site.ssh_keys)]
+    ),
+    Resource(
+        "SSHKeyHandler",
+        f"{P}account/prefs/sshkeys/{{id}}/",
+        [
+            A("read", "GET", None, site.ssh_key_read),
+            A("delete", "DELETE", None, site.ssh_key_delete),
+        ],
+    ),
+    Resource(
+        "PackageRepositoriesHandler",
+        f"{P}package-repositories/",
+        [A("read", "GET", None, site.package_repositories)],
+    ),
+    Resource(
+        "PackageRepositoryHandler",
+        f"{P}package-repositories/{{id}}/",
+        [A("read", "GET", None, site.package_repository_read)],
+    ),
     Resource("MaasHandler", f"{P}maas/", [A("get_config", "GET", "get_config", site.get_config)]),
     Resource(
         "BootResourcesHandler",
@@ -94,23 +119,53 @@ RESOURCES = [
     Resource(
         "VlansHandler",
         f"{P}fabrics/{{fabric_id}}/vlans/",
-        [A("read", "GET", None, net.fabric_vlans)],
+        [
+            A("read", "GET", None, net.fabric_vlans),
+            A("create", "POST", None, net.vlan_create),
+        ],
     ),
     Resource(
         "VlanHandler",
         f"{P}fabrics/{{fabric_id}}/vlans/{{vid}}/",
-        [A("read", "GET", None, net.vlan_read)],
+        [
+            A("read", "GET", None, net.vlan_read),
+            A("update", "PUT", None, net.vlan_update),
+            A("delete", "DELETE", None, net.vlan_delete),
+        ],
         aliases=(f"{P}vlans/{{vlan_id}}/",),
     ),
     Resource("SpacesHandler", f"{P}spaces/", [A("read", "GET", None, net.spaces)]),
     Resource("SpaceHandler", f"{P}spaces/{{id}}/", [A("read", "GET", None, net.space_read)]),
     Resource(
-        "StaticRoutesHandler", f"{P}static-routes/", [A("read", "GET", None, net.static_routes)]
+        "StaticRoutesHandler",
+        f"{P}static-routes/",
+        [
+            A("read", "GET", None, net.static_routes),
+            A("create", "POST", None, net.static_route_create, admin=True),
+        ],
     ),
     Resource(
         "StaticRouteHandler",
         f"{P}static-routes/{{id}}/",
-        [A("read", "GET", None, net.static_route_read)],
+        [
+            A("read", "GET", None, net.static_route_read),
+            A("update", "PUT", None, net.static_route_update),
+            A("delete", "DELETE", None, net.static_route_delete),
+        ],
+    ),
+    Resource(
+        "IPRangesHandler",
+        f"{P}ipranges/",
+        [A("read", "GET", None, net.ipranges), A("create", "POST", None, net.iprange_create)],
+    ),
+    Resource(
+        "IPRangeHandler",
+        f"{P}ipranges/{{id}}/",
+        [
+            A("read", "GET", None, net.iprange_read),
+            A("update", "PUT", None, net.iprange_update),
+            A("delete", "DELETE", None, net.iprange_delete),
+        ],
     ),
     Resource("DomainsHandler", f"{P}domains/", [A("read", "GET", None, net.domains)]),
     Resource("DomainHandler", f"{P}domains/{{id}}/", [A("read", "GET", None, net.domain_read)]),
@@ -255,17 +310,24 @@ RESOURCES = [
         ],
     ),
     Resource(
-        "InterfacesHandler", f"{NODE}interfaces/", [A("read", "GET", None, net.interfaces_list)]
+        "InterfacesHandler",
+        f"{NODE}interfaces/",
+        [
+            A("read", "GET", None, ifc.interfaces_list),
+            A("create_bond", "POST", "create_bond", ifc.interfaces_create_bond),
+            A("create_bridge", "POST", "create_bridge", ifc.interfaces_create_bridge),
+            A("create_vlan", "POST", "create_vlan", ifc.interfaces_create_vlan),
+        ],
     ),
     Resource(
         "InterfaceHandler",
         f"{NODE}interfaces/{{id}}/",
         [
-            A("read", "GET", None, net.interface_read),
-            A("update", "PUT", None, net.interface_update),
-            A("link_subnet", "POST", "link_subnet", net.interface_link_subnet),
-            A("unlink_subnet", "POST", "unlink_subnet", net.interface_unlink_subnet),
-            A("disconnect", "POST", "disconnect", net.interface_disconnect),
+            A("read", "GET", None, ifc.interface_read),
+            A("update", "PUT", None, ifc.interface_update),
+            A("link_subnet", "POST", "link_subnet", ifc.interface_link_subnet),
+            A("unlink_subnet", "POST", "unlink_subnet", ifc.interface_unlink_subnet),
+            A("disconnect", "POST", "disconnect", ifc.interface_disconnect),
         ],
     ),
     Resource(
@@ -290,13 +352,17 @@ RESOURCES = [
     Resource(
         "PartitionsHandler",
         f"{NODE}blockdevices/{{device_id}}/partitions/",
-        [A("read", "GET", None, sto.partitions_list)],
+        [
+            A("read", "GET", None, sto.partitions_list),
+            A("create", "POST", None, sto.partition_create),
+        ],
     ),
     Resource(
         "PartitionHandler",
         f"{NODE}blockdevices/{{device_id}}/partition/{{id}}",
         [
             A("read", "GET", None, sto.partition_read),
+            A("delete", "DELETE", None, sto.partition_delete),
             A("format", "POST", "format", sto.partition_format),
             A("unformat", "POST", "unformat", sto.partition_unformat),
             A("mount", "POST", "mount", sto.partition_mount),
@@ -307,12 +373,30 @@ RESOURCES = [
     Resource(
         "VolumeGroupsHandler",
         f"{NODE}volume-groups/",
-        [A("read", "GET", None, sto.volume_groups_list)],
+        [
+            A("read", "GET", None, sto.volume_groups_list),
+            A("create", "POST", None, sto.volume_group_create),
+        ],
     ),
     Resource(
         "VolumeGroupHandler",
         f"{NODE}volume-group/{{id}}/",
-        [A("read", "GET", None, sto.volume_group_read)],
+        [
+            A("read", "GET", None, sto.volume_group_read),
+            A("delete", "DELETE", None, sto.volume_group_delete),
+            A(
+                "create_logical_volume",
+                "POST",
+                "create_logical_volume",
+                sto.volume_group_create_lv,
+            ),
+            A(
+                "delete_logical_volume",
+                "POST",
+                "delete_logical_volume",
+                sto.volume_group_delete_lv,
+            ),
+        ],
         aliases=(f"{NODE}volume-groups/{{id}}/",),
     ),
     Resource("EventsHandler", f"{P}events/", [A("query", "GET", "query", site.events_query)]),
@@ -368,20 +452,14 @@ UNSIMULATED = [
         r"files/.+/",
         r"account/prefs/sslkeys/[^/]+/",
         r"account/prefs/sslkeys/",
-        r"account/prefs/sshkeys/[^/]+/",
-        r"account/prefs/sshkeys/",
         r"users/[^/]+/",
         r"ipaddresses/",
-        r"ipranges/",
-        r"ipranges/[^/]+/",
         r"dnsresourcerecords/",
         r"dnsresourcerecords/[^/]+/",
         r"dnsresources/",
         r"dnsresources/[^/]+/",
         r"boot-resources/[^/]+/",
         r"boot-resources/[^/]+/upload/[^/]+/",
-        r"package-repositories/",
-        r"package-repositories/[^/]+/",
         r"dhcp-snippets/",
         r"dhcp-snippets/[^/]+/",
         r"notifications/",

@@ -14,9 +14,14 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from maas_client.status import RELEASABLE, NodeStatus
-from maas_simulator import testing
+from maas_simulator import lifecycle, testing
 from maas_simulator.constraints import Filter, usable_architectures
-from maas_simulator.model import ApiError, Machine, Simulator, conflict, invalid
+from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.interfaces import clear_links
+from maas_simulator.model import Simulator
+from maas_simulator.nodes import Machine
+from maas_simulator.power import power_form
+from maas_simulator.render import anon_machine_json, machine_json
 from maas_simulator.storage import LAYOUTS, LayoutError, LayoutFieldsError
 from maas_simulator.wire import (
     MAC,
@@ -47,7 +52,7 @@ def machines_list(sim: Simulator, req: Request) -> Response:
             continue
         if not user.is_superuser and m.owner not in (None, user.username):
             continue  # NodePermission.view: another user's machine is not listed
-        chunks.append(sim.machine_json(m))
+        chunks.append(machine_json(sim, m))
         chunks.append(b",")
     if len(chunks) > 1:
         chunks.pop()
@@ -55,18 +60,12 @@ def machines_list(sim: Simulator, req: Request) -> Response:
     return Response(200, chunks)
 
 
-def _power_params_from(req: Request) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    blob = req.get("power_parameters")
-    if blob:
-        try:
-            params.update(json.loads(blob))
-        except ValueError as exc:
-            raise invalid({"power_parameters": ["Invalid JSON."]}) from exc
-    for key, values in {**req.query, **req.form}.items():
-        if key.startswith("power_parameters_") and key != "power_parameters_skip_check":
-            params[key[len("power_parameters_") :]] = values[0]
-    return params
+def _power(req: Request, m: Machine | None) -> tuple[str, dict[str, Any]] | None:
+    """``WithPowerTypeMixin``: the power type and parameters to store (``power.py``)."""
+    fields = {k: v for k, v in {**req.query, **req.form}.items() if k != "op"}
+    if m is None:
+        return power_form(fields, None, {})
+    return power_form(fields, m.power_type, m.power_parameters)
 
 
 def _valid_architectures(sim: Simulator) -> list[str]:
@@ -104,17 +103,13 @@ def machines_create(sim: Simulator, req: Request) -> Response:
         and any(m.hostname == hostname for m in sim.machines.values())
     ):
         errors["hostname"] = ["Node with this Hostname already exists."]
-    power = _power_params_from(req)
-    if (
-        power_type == "ipmi"
-        and not req.flag("power_parameters_skip_check")
-        and not power.get("power_address")
-    ):
-        errors["power_parameters"] = ["power_address: This field is required."]
+    try:
+        power_type, power = _power(req, None) or ("", {})
+    except ApiError as exc:
+        errors.update(exc.body)
     if errors:
         raise invalid(errors)
     assert req.user is not None
-    power.setdefault("power_driver", "LAN_2_0") if power_type == "ipmi" else None
     m = sim.add_machine(
         hostname=hostname,
         power_type=power_type,
@@ -127,8 +122,8 @@ def machines_create(sim: Simulator, req: Request) -> Response:
     if req.user.is_superuser and (commission is None or bool_field(commission)):
         # MAAS ignores errors of the implicit commissioning (LP:1600328)
         with contextlib.suppress(ApiError):
-            sim.commission(m, req.user, {})
-    return raw(sim.machine_json(m))
+            lifecycle.commission(sim, m, req.user, {})
+    return raw(machine_json(sim, m))
 
 
 def _is_registered(sim: Simulator, req: Request, ignore: set[NodeStatus]) -> bool:
@@ -160,31 +155,6 @@ def machines_enlist(sim: Simulator, req: Request) -> Response:
     macs = [m.lower() for m in req.all("mac_addresses")]
     m = sim.add_machine(hostname=req.get("hostname"), mac_addresses=macs or None)
     return raw(anon_machine_json(sim, m))
-
-
-ANON_FIELDS = (
-    "system_id",
-    "hostname",
-    "domain",
-    "fqdn",
-    "architecture",
-    "status",
-    "power_type",
-    "power_state",
-    "zone",
-    "status_action",
-    "status_message",
-    "status_name",
-    "node_type",
-)
-
-
-def anon_machine_json(sim: Simulator, m: Machine) -> bytes:
-    """``DISPLAYED_ANON_MACHINE_FIELDS``: what an anonymous caller is shown of a machine."""
-    full = json.loads(sim.machine_json(m))
-    return json.dumps(
-        {k: full[k] for k in ANON_FIELDS} | {"resource_uri": full["resource_uri"]}
-    ).encode()
 
 
 def machines_power_parameters(sim: Simulator, req: Request) -> Any:
@@ -223,8 +193,10 @@ def machines_allocate(sim: Simulator, req: Request) -> Response:
         raise ApiError(409, message)
     m = candidates[0][2]
     if not (req.data.get("dry_run") and bool_field(req.data["dry_run"][0])):
-        sim.acquire(m, user, req.data.get("agent_name", [""])[0], req.get("comment") or "")
-    data = json.loads(sim.machine_json(m))
+        lifecycle.acquire(
+            sim, m, user, req.data.get("agent_name", [""])[0], req.get("comment") or ""
+        )
+    data = json.loads(machine_json(sim, m))
     by_type: dict[str, Any] = {}
     storage = form.storage_match(m) if form.storage is not None else {}
     if storage:
@@ -273,32 +245,31 @@ def machines_release(sim: Simulator, req: Request) -> Any:
     for m in sorted(machines, key=lambda m: sim.order.index(m.system_id)):
         if m.status == S.READY:
             continue
-        sim.release(m, user, {"erase": None, "comment": comment})
+        lifecycle.release(sim, m, user, {"erase": None, "comment": comment})
         released.append(m.system_id)
     return released
 
 
 def machine_read(sim: Simulator, req: Request) -> Response:
-    return raw(sim.machine_json(machine_or_404(sim, req)))
+    return raw(machine_json(sim, machine_or_404(sim, req)))
 
 
 def machine_update(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
+    power = _power(req, m)  # checked before anything is saved
     if req.get("hostname"):
         m.hostname = req.get("hostname") or m.hostname
-    if req.get("power_type") is not None:
-        m.power_type = req.get("power_type") or ""
-        m.power_parameters = {}
-    m.power_parameters.update(_power_params_from(req))
+    if power is not None:
+        m.power_type, m.power_parameters = power
     m.touch(sim.now())
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_delete(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     sim.start_op(m, "delete")
     for iface in m.interfaces:
-        sim.net.clear_links(iface)  # its addresses go back to their subnets
+        clear_links(sim.net, iface)  # its addresses go back to their subnets
     del sim.machines[m.system_id]
     return Response(204, b"", content_type="text/plain; charset=utf-8")
 
@@ -310,41 +281,36 @@ def machine_commission(sim: Simulator, req: Request) -> Response:
         k: req.flag(k) for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
     }
     params["testing_scripts"] = ",".join(req.all("testing_scripts"))
-    sim.commission(m, req.user, params)
-    return raw(sim.machine_json(m))
+    lifecycle.commission(sim, m, req.user, params)
+    return raw(machine_json(sim, m))
 
 
 def machine_test(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
     testing.start(sim, m, req.user, {**req.query, **req.form})
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_deploy(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    series = (req.get("distro_series") or sim.config["default_distro_series"]).split("/")[-1]
+    given = req.get("distro_series") or sim.config["default_distro_series"]
+    series = given.split("/")[-1]
     available = {
         b.name.split("/")[-1]
         for b in sim.boot_resources
         if b.architecture.split("/")[0] == m.architecture.split("/")[0]
     }
     if series not in {b.name.split("/")[-1] for b in sim.boot_resources}:
-        choices = ", ".join(f"'{b.name}'" for b in sim.boot_resources)
-        raise invalid(
-            {
-                "distro_series": [
-                    f"'{series}' is not a valid distro_series.  It should be one of: {choices}."
-                ]
-            }
-        )
+        raise invalid_choice("distro_series", given, release_choices(sim))
     if series not in available:
         raise ApiError(
             400, f"Deployment operating system ubuntu/{series} is unavailable for {m.architecture}."
         )
     user_data = req.get("user_data")
-    sim.deploy(
+    lifecycle.deploy(
+        sim,
         m,
         req.user,
         {
@@ -356,7 +322,30 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
             "comment": req.get("comment"),
         },
     )
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
+
+
+UBUNTU_VERSIONS = {  # release titles sort by version
+    "trusty": "14.04",
+    "xenial": "16.04",
+    "bionic": "18.04",
+    "focal": "20.04",
+    "jammy": "22.04",
+    "noble": "24.04",
+    "oracular": "24.10",
+    "plucky": "25.04",
+}
+
+
+def release_choices(sim: Simulator) -> list[str]:
+    """``list_release_choices``: the default (a blank choice), then each release the images
+    offer once, whatever architectures have it, ordered by OS and release title."""
+    names = {b.name for b in sim.boot_resources}
+    ordered = sorted(
+        names,
+        key=lambda n: (n.split("/")[0], UBUNTU_VERSIONS.get(n.split("/")[-1], n.split("/")[-1])),
+    )
+    return ["", *ordered]
 
 
 def served_user_data(stored: bytes) -> bytes:
@@ -380,7 +369,8 @@ def served_user_data(stored: bytes) -> bytes:
 def machine_release(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.release(
+    lifecycle.release(
+        sim,
         m,
         req.user,
         {
@@ -391,28 +381,30 @@ def machine_release(sim: Simulator, req: Request) -> Response:
             "comment": req.get("comment"),
         },
     )
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_abort(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.abort(m, req.user, req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.abort(sim, m, req.user, req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_mark_broken(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.mark_broken(m, req.user, req.get("comment") or req.get("error_description") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.mark_broken(
+        sim, m, req.user, req.get("comment") or req.get("error_description") or ""
+    )
+    return raw(machine_json(sim, m))
 
 
 def machine_mark_fixed(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.mark_fixed(m, req.user, req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.mark_fixed(sim, m, req.user, req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_lock(sim: Simulator, req: Request) -> Response:
@@ -420,8 +412,8 @@ def machine_lock(sim: Simulator, req: Request) -> Response:
     assert req.user is not None
     if m.locked:
         raise conflict("Machine is already locked")
-    sim.lock_machine(m, req.user, req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.lock_machine(sim, m, req.user, req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_unlock(sim: Simulator, req: Request) -> Response:
@@ -429,15 +421,15 @@ def machine_unlock(sim: Simulator, req: Request) -> Response:
     assert req.user is not None
     if not m.locked:
         raise conflict("Machine is not locked")
-    sim.unlock_machine(m, req.user, req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.unlock_machine(sim, m, req.user, req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_power_on(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    sim.power(m, req.user, on=True, comment=req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.power(sim, m, req.user, on=True, comment=req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_power_off(sim: Simulator, req: Request) -> Response:
@@ -445,12 +437,12 @@ def machine_power_off(sim: Simulator, req: Request) -> Response:
     assert req.user is not None
     if m.power_type == "manual":
         return raw(b"null")
-    sim.power(m, req.user, on=False, comment=req.get("comment") or "")
-    return raw(sim.machine_json(m))
+    lifecycle.power(sim, m, req.user, on=False, comment=req.get("comment") or "")
+    return raw(machine_json(sim, m))
 
 
 def machine_query_power(sim: Simulator, req: Request) -> Any:
-    return {"state": sim.query_power(machine_or_404(sim, req))}
+    return {"state": lifecycle.query_power(sim, machine_or_404(sim, req))}
 
 
 def machine_power_parameters(sim: Simulator, req: Request) -> Any:
@@ -485,7 +477,7 @@ def machine_set_storage_layout(sim: Simulator, req: Request) -> Response:
                 400, "Machine is missing a boot disk; no storage layout can be applied."
             ) from exc
         raise ApiError(400, f"Failed to configure storage layout '{layout}': {exc}") from exc
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def _restorable(m: Machine, what: str) -> None:
@@ -501,14 +493,14 @@ def machine_restore_networking(sim: Simulator, req: Request) -> Response:
     for iface in m.interfaces:
         iface.restore()
     sim.reset_networking(m)
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_restore_storage(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     _restorable(m, "storage configuration.")
     sim.apply_layout(m, sim.config["default_storage_layout"])
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_restore_default(sim: Simulator, req: Request) -> Response:
@@ -518,7 +510,7 @@ def machine_restore_default(sim: Simulator, req: Request) -> Response:
     for iface in m.interfaces:
         iface.restore()
     sim.reset_networking(m)
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_details(sim: Simulator, req: Request) -> Response:
@@ -564,6 +556,7 @@ def lshw_xml(m: Machine) -> str:
         f'<node id="network" class="network"><logicalname>{escape(i.name)}</logicalname>'
         f"<serial>{escape(i.mac_address)}</serial></node>"
         for i in m.interfaces
+        if i.type == "physical"
     )
     return (
         '<?xml version="1.0" standalone="yes" ?>\n<list>\n'
@@ -586,7 +579,7 @@ def machine_set_annotations(sim: Simulator, req: Request) -> Response:
         else:
             m.owner_data.pop(key, None)
     m.touch(sim.now())
-    return raw(sim.machine_json(m))
+    return raw(machine_json(sim, m))
 
 
 def machine_get_token(sim: Simulator, req: Request) -> Any:

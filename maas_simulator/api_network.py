@@ -1,304 +1,22 @@
-"""Network handlers: node interfaces and their links, fabrics, VLANs, spaces, subnets, static
-routes, domains, zones, resource pools, devices and the rack controller (MAAS 3.5's
-``interfaces.py``, ``forms/interface.py``, ``forms/interface_link.py`` and the site handlers)."""
+"""Site network handlers: fabrics, VLANs, spaces, subnets, static routes, domains, zones,
+resource pools, devices and the rack controller (MAAS 3.5's ``api/fabrics.py``, ``vlans.py``,
+``subnets.py``, ``staticroutes.py`` and the other site handlers). Node interfaces are in
+``api_interfaces``."""
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
-from maas_client.status import INTERFACE_EDITABLE, NodeStatus
-from maas_simulator.model import (
-    ApiError,
-    Device,
-    Node,
-    RackController,
-    Simulator,
-    conflict,
-    invalid,
-)
-from maas_simulator.network import Interface, Link, Subnet
-from maas_simulator.wire import (
-    Request,
-    Response,
-    bool_field,
-    deleted,
-    invalid_choice,
-    node_or_404,
-    require,
-)
+from maas_client.status import NodeStatus
+from maas_simulator.errors import ApiError
+from maas_simulator.interfaces import clear_links, remove_interface
+from maas_simulator.model import Simulator
+from maas_simulator.network import Fabric, IPRange, StaticRoute, Vlan
+from maas_simulator.render import device_json, rack_json, user_json
+from maas_simulator.site_forms import ip_range_form, static_route_form, vlan_form
+from maas_simulator.wire import Request, Response, deleted, form_data, require
 
 S = NodeStatus
-CHOICE = "Select a valid choice. That choice is not one of the available choices."
-
-
-# -- interfaces -----------------------------------------------------------------------------------
-
-
-def interfaces_list(sim: Simulator, req: Request) -> Any:
-    node = node_or_404(sim, req)
-    return [sim.interface_json(node, i) for i in node.interfaces]
-
-
-def _interface(sim: Simulator, req: Request) -> tuple[Node, Interface]:
-    node = node_or_404(sim, req)
-    for iface in node.interfaces:
-        if str(iface.id) == req.params["id"] or iface.name == req.params["id"]:
-            return node, iface
-    raise ApiError(404, "No Interface matches the given query.")
-
-
-def _editable_interface(sim: Simulator, req: Request, controller_op: str) -> tuple[Node, Interface]:
-    """``get_interface_or_404(..., admin, edit)``: admin rights on a machine or controller, edit
-    rights on a device; controllers refuse link edits."""
-    node, iface = _interface(sim, req)
-    require(req.user, "edit" if isinstance(node, Device) else "admin", node)
-    if controller_op and isinstance(node, RackController):
-        raise ApiError(403, f"Cannot {controller_op} interface on a controller.")
-    return node, iface
-
-
-def _allowed_state(node: Node, operation: str, extra: tuple[NodeStatus, ...] = ()) -> None:
-    if node.node_type == 0 and node.status not in INTERFACE_EDITABLE and node.status not in extra:
-        raise conflict(
-            f"Cannot {operation} interface because the machine is not "
-            "New, Ready, Allocated, or Broken."
-        )
-
-
-def interface_read(sim: Simulator, req: Request) -> Any:
-    node, iface = _interface(sim, req)
-    return sim.interface_json(node, iface)
-
-
-def _int_field(req: Request, name: str, minimum: int, errors: dict[str, list[str]]) -> int | None:
-    value = req.data.get(name, [None])[0]
-    if value is None or value == "":
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        errors[name] = ["Enter a whole number."]
-        return None
-    if number < minimum:
-        errors[name] = [f"Ensure this value is greater than or equal to {minimum}."]
-        return None
-    return number
-
-
-def interface_update(sim: Simulator, req: Request) -> Any:
-    """``PUT``: Ready/Allocated/Broken machines take every field (name, mac_address, vlan, mtu,
-    tags, enabled, link_connected, speeds); a Deployed machine only name, mac_address and the
-    link fields; a controller only vlan and the link fields."""
-    node, iface = _editable_interface(sim, req, "")
-    _allowed_state(node, "update interface", (S.DEPLOYED,))
-    deployed = node.node_type == 0 and node.status == S.DEPLOYED
-    controller = isinstance(node, RackController)
-    allowed = {"link_connected", "interface_speed", "link_speed"}
-    if not controller:
-        allowed |= {"name", "mac_address"}
-    if controller or not deployed:
-        allowed |= {"vlan"}
-    if not controller and not deployed:
-        allowed |= {"mtu", "tags", "enabled", "accept_ra"}
-    data = {k: v[0] for k, v in req.data.items() if k in allowed and v}
-    errors: dict[str, list[str]] = {}
-    mtu = _int_field(req, "mtu", 552, errors) if "mtu" in data else None
-    speeds = {
-        k: _int_field(req, k, 0, errors) for k in ("interface_speed", "link_speed") if k in data
-    }
-    name = data.get("name")
-    if name is not None and any(i.name == name and i is not iface for i in node.interfaces):
-        errors.setdefault("name", []).append(
-            f"Node {node.system_id} ({node.hostname}) already has an interface named '{name}'."
-        )
-    mac = data.get("mac_address")
-    if mac is not None:
-        mac = mac.lower().replace("-", ":")
-        in_use = any(
-            i.mac_address == mac and i is not iface for n in sim.all_nodes() for i in n.interfaces
-        )
-        if in_use:
-            errors.setdefault("mac_address", []).append(
-                "Interface with this Mac address already exists."
-            )
-    vlan_id: int | None = iface.vlan_id
-    if "vlan" in data:
-        ref = data["vlan"]
-        if ref == "":
-            vlan_id = None
-        elif ref.isdigit() and int(ref) in sim.net.vlans:
-            vlan_id = int(ref)
-        else:
-            errors.setdefault("vlan", []).append(CHOICE)
-    link_connected = bool_field(data["link_connected"]) if "link_connected" in data else None
-    if (
-        link_connected is False
-        and not iface.link_connected
-        and speeds.get("link_speed") not in (None, 0)
-    ):
-        errors.setdefault("__all__", []).append(
-            "link_speed cannot be set when link_connected is false."
-        )
-    if errors:
-        raise invalid(errors)
-    if name:
-        iface.name = name
-    if mac:
-        iface.mac_address = mac
-    if "mtu" in data:
-        iface.mtu = mtu
-    if "tags" in data:
-        iface.tags = [t for t in (x.strip() for x in data["tags"].split(",")) if t]
-    if "enabled" in data:
-        iface.enabled = bool_field(data["enabled"])
-    if link_connected is not None:
-        iface.link_connected = link_connected
-    for key, value in speeds.items():
-        if value is not None:
-            setattr(iface, key, value)
-    if vlan_id != iface.vlan_id:
-        if not controller:
-            sim.net.clear_links(iface)  # interface_vlan_update: a new VLAN drops every link
-        iface.vlan_id = vlan_id
-    node.touch(sim.now())
-    return sim.interface_json(node, iface)
-
-
-def _subnet_field(sim: Simulator, iface: Interface, ref: str, force: bool) -> Subnet:
-    """``SpecifierOrModelChoiceField`` over the interface's VLAN (any VLAN with ``force`` or
-    when the interface is disconnected)."""
-    within = (
-        None
-        if iface.vlan_id is None or force
-        else {s.id for s in sim.subnets.values() if s.vlan_id == iface.vlan_id}
-    )
-    if ref.isdigit():
-        subnet = sim.subnets.get(int(ref))
-        if subnet is None or (within is not None and subnet.id not in within):
-            raise invalid({"subnet": [f"None found with id={ref}."]})
-        return subnet
-    found = sim.net.subnet_by_ref(ref, within)
-    if found is None:
-        raise invalid({"subnet": [CHOICE]})
-    return found
-
-
-def subnet_label(sim: Simulator, subnet: Subnet) -> str:
-    """``str(Subnet)``: ``name:cidr(vid=N)``."""
-    return f"{subnet.name}:{subnet.cidr}(vid={sim.net.vlans[subnet.vlan_id].vid})"
-
-
-def interface_link_subnet(sim: Simulator, req: Request) -> Any:
-    node, iface = _editable_interface(sim, req, "link subnet")
-    _allowed_state(node, "link subnet")
-    force = req.flag("force")
-    mode = (req.get("mode") or "").lower()
-    if not mode:
-        raise invalid({"mode": ["This field is required."]})
-    if mode not in ("auto", "dhcp", "static", "link_up"):
-        raise invalid_choice("mode", mode, ["auto", "dhcp", "static", "link_up"])
-    ref = req.get("subnet")
-    subnet = _subnet_field(sim, iface, ref, force) if ref else None
-    ip = req.get("ip_address")
-    errors: dict[str, list[str]] = {}
-    if ip:
-        try:
-            ipaddress.ip_address(ip)
-        except ValueError:
-            errors["ip_address"] = ["Enter a valid IPv4 or IPv6 address."]
-    if mode in ("auto", "static") and subnet is None:
-        errors.setdefault("subnet", []).append("This field is required.")
-    if mode == "dhcp" and any(link.mode == "dhcp" for link in iface.links):
-        dhcp = next(link for link in iface.links if link.mode == "dhcp")
-        on = sim.subnets.get(dhcp.subnet_id or -1)
-        errors.setdefault("mode", []).append(
-            f"Interface is already set to DHCP from '{subnet_label(sim, on)}'."
-            if on
-            else "Interface is already set to DHCP."
-        )
-    if (
-        mode == "static"
-        and subnet is not None
-        and ip
-        and "ip_address" not in errors
-        and not subnet.contains(ip)
-    ):
-        errors.setdefault("ip_address", []).append(
-            f"IP address is not in the given subnet '{subnet_label(sim, subnet)}'."
-        )
-    if mode == "link_up" and not force and any(link.mode != "link_up" for link in iface.links):
-        errors.setdefault("mode", []).append(
-            "Cannot configure interface to link up (with no IP address) while other links are "
-            "already configured. Specify force=True to override this behavior and delete all "
-            "links."
-        )
-    if req.flag("default_gateway"):
-        if mode not in ("auto", "static"):
-            errors.setdefault("default_gateway", []).append(f"Cannot use in mode '{mode}'.")
-        elif subnet is not None and not subnet.gateway_ip:
-            errors.setdefault("default_gateway", []).append(
-                "Cannot set as default gateway because subnet "
-                f"{subnet_label(sim, subnet)} doesn't provide a gateway IP address."
-            )
-    if errors:
-        raise invalid(errors)
-    if mode == "static" and subnet is not None:
-        if ip and subnet.is_taken(ip):
-            raise ApiError(404, "IP address is already in use.")
-        address = ip or subnet.allocate()
-        if address is None:
-            raise ApiError(503, f"No more IPs available in subnet: {subnet.cidr}.")
-        subnet.take(address)
-    else:
-        address = None
-    if mode == "link_up" or force:
-        sim.net.clear_links(iface)
-        if force and subnet is not None:
-            iface.vlan_id = None  # the subnet's VLAN is taken below
-    if iface.vlan_id is None and subnet is not None:
-        iface.vlan_id = subnet.vlan_id
-    keep = []
-    for link in iface.links:
-        if link.mode == "link_up" or (mode in ("auto", "dhcp", "static") and link.mode == "dhcp"):
-            sim.net.release_ip(link)
-        else:
-            keep.append(link)
-    iface.links = keep
-    iface.links.append(Link(sim.new_id(), mode, subnet.id if subnet else None, address))
-    node.touch(sim.now())
-    return sim.interface_json(node, iface)
-
-
-def interface_unlink_subnet(sim: Simulator, req: Request) -> Any:
-    node, iface = _editable_interface(sim, req, "link subnet")  # sic: MAAS's text
-    _allowed_state(node, "unlink subnet")
-    link_id = req.get("id")
-    ids = [str(link.id) for link in iface.links]
-    if not link_id:
-        raise invalid({"id": ["This field is required."]})
-    if link_id not in ids:
-        raise invalid_choice("id", link_id, ids)
-    keep = []
-    for link in iface.links:
-        if str(link.id) == link_id:
-            sim.net.release_ip(link)
-        else:
-            keep.append(link)
-    iface.links = keep
-    sim.net.ensure_link_up(iface, sim.new_id)
-    node.touch(sim.now())
-    return sim.interface_json(node, iface)
-
-
-def interface_disconnect(sim: Simulator, req: Request) -> Any:
-    """Deletes every link and address, and takes the NIC off its VLAN."""
-    node, iface = _editable_interface(sim, req, "disconnect")
-    _allowed_state(node, "disconnect")
-    sim.net.clear_links(iface)
-    iface.vlan_id = None
-    node.touch(sim.now())
-    return sim.interface_json(node, iface)
 
 
 # -- fabrics, VLANs, spaces, subnets, routes ----------------------------------------------------
@@ -308,7 +26,14 @@ def fabrics(sim: Simulator, req: Request) -> Any:
     return [sim.net.fabric_json(f) for f in sorted(sim.net.fabrics.values(), key=lambda f: f.id)]
 
 
-def _fabric(sim: Simulator, ref: str) -> Any:
+def _admin(req: Request) -> None:
+    """``NodePermission.admin`` on a site object: PermissionDenied(), a 403 with no body."""
+    assert req.user is not None
+    if not req.user.is_superuser:
+        raise ApiError(403, "")
+
+
+def _fabric(sim: Simulator, ref: str) -> Fabric:
     fabric = next(
         (f for f in sim.net.fabrics.values() if ref in (str(f.id), f.name, f"name:{f.name}")),
         None,
@@ -331,25 +56,95 @@ def fabric_vlans(sim: Simulator, req: Request) -> Any:
     ]
 
 
-def vlan_read(sim: Simulator, req: Request) -> Any:
-    """``vlans/{id}/`` by VLAN id, ``fabrics/{fabric_id}/vlans/{vid}/`` by fabric and VID."""
+def _vlan(sim: Simulator, req: Request) -> Vlan:
+    """``vlans/{id}/`` by VLAN id, ``fabrics/{fabric_id}/vlans/{vid}/`` by fabric and VID
+    ("untagged" is 0; anything else not a number is a name)."""
     if "vlan_id" in req.params:
         ref = req.params["vlan_id"]
         vlan = sim.net.vlans.get(int(ref)) if ref.isdigit() else None
     else:
         fabric = _fabric(sim, req.params["fabric_id"])
-        vid = req.params["vid"]
+        ref = "0" if req.params["vid"] == "untagged" else req.params["vid"]
         vlan = next(
             (
                 v
                 for v in sim.net.vlans.values()
-                if v.fabric_id == fabric.id and vid.isdigit() and v.vid == int(vid)
+                if v.fabric_id == fabric.id
+                and (v.vid == int(ref) if ref.isdigit() else sim.net.vlan_name(v) == ref)
             ),
             None,
         )
     if vlan is None:
         raise ApiError(404, "No VLAN matches the given query.")
+    return vlan
+
+
+def vlan_read(sim: Simulator, req: Request) -> Any:
+    return sim.net.vlan_json(_vlan(sim, req).id)
+
+
+def vlan_create(sim: Simulator, req: Request) -> Any:
+    """``POST fabrics/{fabric_id}/vlans/`` (admin): ``VLANForm`` with the fabric given. A new
+    VLAN has no DHCP, no rack and, unless named, no name (shown as null)."""
+    fabric = _fabric(sim, req.params["fabric_id"])
+    _admin(req)
+    new = vlan_form(sim, form_data(req), None, fabric)
+    vlan = sim.net.add_vlan(
+        fabric_id=new["fabric_id"],
+        vid=new["vid"],
+        name=new["name"],
+        description=new["description"],
+        mtu=new["mtu"] or 1500,
+        dhcp_on=bool(new["dhcp_on"]),
+        space=new["space"],
+        primary_rack=new["primary_rack"],
+        secondary_rack=new["secondary_rack"],
+        relay_vlan=new["relay_vlan"],
+    )
     return sim.net.vlan_json(vlan.id)
+
+
+def vlan_update(sim: Simulator, req: Request) -> Any:
+    """``PUT``: name, description, vid, mtu, dhcp_on, primary_rack, secondary_rack,
+    relay_vlan, space, fabric; what every interface, subnet and machine shows of the VLAN
+    changes with it."""
+    vlan = _vlan(sim, req)
+    _admin(req)
+    new = vlan_form(sim, form_data(req), vlan, sim.net.fabrics[vlan.fabric_id])
+    for key, value in new.items():
+        if value is not None or key not in ("mtu", "dhcp_on", "vid"):
+            setattr(vlan, key, value)
+    sim.site_changed()
+    return sim.net.vlan_json(vlan.id)
+
+
+def vlan_delete(sim: Simulator, req: Request) -> Response:
+    """``VLAN.delete``: not the fabric's default VLAN; its VLAN interfaces go, the other
+    interfaces and its subnets move to the fabric's default VLAN (machines' and devices'
+    interfaces lose their links), and VLANs relaying to it stop."""
+    vlan = _vlan(sim, req)
+    _admin(req)
+    default = sim.net.default_vlan(vlan.fabric_id)
+    if default is vlan or default is None:
+        raise ApiError(400, "This VLAN is the default VLAN in the fabric, it cannot be deleted.")
+    for node in sim.all_nodes():
+        for iface in [i for i in node.interfaces if i.vlan_id == vlan.id]:
+            if iface.type == "vlan":
+                remove_interface(sim.net, node.interfaces, iface)
+                continue
+            if not node.is_controller:
+                clear_links(sim.net, iface)
+            iface.vlan_id = default.id
+        node.touch(sim.now())
+    for subnet in sim.net.subnets.values():
+        if subnet.vlan_id == vlan.id:
+            subnet.vlan_id = default.id
+    for other in sim.net.vlans.values():
+        if other.relay_vlan == vlan.id:
+            other.relay_vlan = None
+    del sim.net.vlans[vlan.id]
+    sim.site_changed()
+    return deleted()
 
 
 def spaces(sim: Simulator, req: Request) -> Any:
@@ -389,12 +184,108 @@ def static_routes(sim: Simulator, req: Request) -> Any:
     return [sim.net.route_json(r) for r in sorted(sim.net.routes.values(), key=lambda r: r.id)]
 
 
-def static_route_read(sim: Simulator, req: Request) -> Any:
+def _route(sim: Simulator, req: Request) -> StaticRoute:
     ref = req.params["id"]
     route = sim.net.routes.get(int(ref)) if ref.isdigit() else None
     if route is None:
         raise ApiError(404, "No StaticRoute matches the given query.")
+    return route
+
+
+def static_route_read(sim: Simulator, req: Request) -> Any:
+    return sim.net.route_json(_route(sim, req))
+
+
+def static_route_create(sim: Simulator, req: Request) -> Any:
+    """``POST static-routes/`` (admin): ``source``, ``destination`` (ids or specifiers),
+    ``gateway_ip`` (on the source subnet), ``metric`` (default 0). The gateway is no longer
+    handed out on the source subnet."""
+    source, destination, gateway, metric = static_route_form(sim, form_data(req), None)
+    route = StaticRoute(max([0, *sim.net.routes]) + 1, source, destination, gateway, metric)
+    sim.net.add_route(route)
     return sim.net.route_json(route)
+
+
+def static_route_update(sim: Simulator, req: Request) -> Any:
+    route = _route(sim, req)
+    _admin(req)
+    source, destination, gateway, metric = static_route_form(sim, form_data(req), route)
+    sim.net.remove_route(route)
+    route.source, route.destination, route.gateway_ip, route.metric = (
+        source,
+        destination,
+        gateway,
+        metric,
+    )
+    sim.net.add_route(route)
+    return sim.net.route_json(route)
+
+
+def static_route_delete(sim: Simulator, req: Request) -> Response:
+    route = _route(sim, req)
+    _admin(req)
+    sim.net.remove_route(route)
+    return deleted()
+
+
+# -- IP ranges ------------------------------------------------------------------------------------
+
+
+def _range_json(sim: Simulator, r: IPRange) -> dict[str, Any]:
+    owner = sim.users.get(r.user or "")
+    return sim.net.range_json(r, user_json(owner) if owner else None)
+
+
+def _iprange(sim: Simulator, req: Request, edit: bool = False) -> IPRange:
+    """``get_iprange_or_404``; editing needs the owner or an admin."""
+    ref = req.params["id"]
+    iprange = sim.net.ranges.get(int(ref)) if ref.isdigit() else None
+    if iprange is None:
+        raise ApiError(404, "No IPRange matches the given query.")
+    assert req.user is not None
+    if edit and not req.user.is_superuser and iprange.user != req.user.username:
+        raise ApiError(403, "Unable to modify IP range. You don't own the IP range.")
+    return iprange
+
+
+def ipranges(sim: Simulator, req: Request) -> Any:
+    return [_range_json(sim, r) for r in sorted(sim.net.ranges.values(), key=lambda r: r.id)]
+
+
+def iprange_read(sim: Simulator, req: Request) -> Any:
+    return _range_json(sim, _iprange(sim, req))
+
+
+def iprange_create(sim: Simulator, req: Request) -> Any:
+    """``POST ipranges/``: ``type`` (dynamic needs an admin), ``start_ip``, ``end_ip``,
+    ``subnet`` (else the best subnet for ``start_ip``), ``comment``; owned by the caller. Its
+    addresses are never handed out from then on."""
+    assert req.user is not None
+    data = form_data(req)
+    if data.get("type") == "dynamic" and not req.user.is_superuser:
+        raise ApiError(
+            403, "Unable to create dynamic IP range. You don't have sufficient privileges."
+        )
+    new = ip_range_form(sim, data, None, req.user.username)
+    iprange = IPRange(max([0, *sim.net.ranges]) + 1, **new)
+    sim.net.add_range(iprange)
+    return _range_json(sim, iprange)
+
+
+def iprange_update(sim: Simulator, req: Request) -> Any:
+    iprange = _iprange(sim, req, edit=True)
+    new = ip_range_form(sim, form_data(req), iprange, iprange.user)
+    sim.net.remove_range(iprange)
+    for key, value in new.items():
+        setattr(iprange, key, value)
+    sim.net.add_range(iprange)
+    return _range_json(sim, iprange)
+
+
+def iprange_delete(sim: Simulator, req: Request) -> Response:
+    iprange = _iprange(sim, req, edit=True)
+    sim.net.remove_range(iprange)
+    return deleted()
 
 
 # -- domains, zones, pools ------------------------------------------------------------------------
@@ -441,32 +332,6 @@ def pool_read(sim: Simulator, req: Request) -> Any:
 # -- devices and the rack controller --------------------------------------------------------------
 
 
-def _node_addresses(node: Node) -> list[str]:
-    return [lk.ip_address for i in node.interfaces for lk in i.links if lk.ip_address]
-
-
-def device_json(sim: Simulator, d: Device) -> dict[str, Any]:
-    return {
-        "system_id": d.system_id,
-        "hostname": d.hostname,
-        "description": d.description,
-        "domain": sim.net.domain_json(sim.net.domains[0]),
-        "fqdn": f"{d.hostname}.maas",
-        "owner": d.owner,
-        "owner_data": {},
-        "parent": None,
-        "tag_names": sorted(d.tags),
-        "address_ttl": None,
-        "ip_addresses": _node_addresses(d),
-        "interface_set": [sim.interface_json(d, i) for i in d.interfaces],
-        "zone": sim.zone_json(d.zone),
-        "node_type": 1,
-        "node_type_name": "Device",
-        "workload_annotations": {},
-        "resource_uri": f"/MAAS/api/2.0/devices/{d.system_id}/",
-    }
-
-
 def devices(sim: Simulator, req: Request) -> Any:
     return [device_json(sim, d) for d in sim.devices.values()]
 
@@ -484,58 +349,9 @@ def device_delete(sim: Simulator, req: Request) -> Response:
         raise ApiError(404, "No Device matches the given query.")
     require(req.user, "edit", d)
     for iface in d.interfaces:
-        sim.net.clear_links(iface)
+        clear_links(sim.net, iface)
     del sim.devices[d.system_id]
     return deleted()
-
-
-def rack_json(sim: Simulator) -> dict[str, Any]:
-    rack = sim.rack
-    services = [
-        {"name": n, "status": "running", "status_info": ""}
-        for n in (
-            "http",
-            "dhcpd",
-            "dhcpd6",
-            "ntp_rack",
-            "dns_rack",
-            "proxy_rack",
-            "rackd",
-            "syslog_rack",
-            "tftp",
-        )
-    ]
-    services[2]["status"] = "off"  # no IPv6 DHCP
-    return {
-        "system_id": rack.system_id,
-        "hostname": rack.hostname,
-        "description": "",
-        "hardware_uuid": None,
-        "domain": sim.net.domain_json(sim.net.domains[0]),
-        "fqdn": f"{rack.hostname}.maas",
-        "architecture": "amd64/generic",
-        "cpu_count": 16,
-        "cpu_speed": 2900,
-        "memory": 65536,
-        "swap_size": None,
-        "osystem": "ubuntu",
-        "distro_series": "jammy",
-        "power_type": "",
-        "power_state": "unknown",
-        "ip_addresses": _node_addresses(rack),
-        "interface_set": [sim.interface_json(rack, i) for i in rack.interfaces],
-        "zone": sim.zone_json("default"),
-        "status_action": "",
-        "node_type": 2,
-        "node_type_name": "Rack controller",
-        "version": "3.5.10",
-        "service_set": services,
-        "tag_names": [],
-        "current_commissioning_result_id": None,
-        "current_testing_result_id": None,
-        "current_installation_result_id": None,
-        "resource_uri": f"/MAAS/api/2.0/rackcontrollers/{rack.system_id}/",
-    }
 
 
 def rack_controllers(sim: Simulator, req: Request) -> Any:

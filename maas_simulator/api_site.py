@@ -4,7 +4,6 @@ events, script results and the legacy ``commissioning-results/`` (MAAS 3.5's ``a
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import secrets
@@ -12,16 +11,18 @@ import string
 from typing import Any
 from urllib.parse import urlencode
 
-from maas_simulator.model import (
-    API_PREFIX,
-    LEVELS,
-    ApiError,
-    Simulator,
-    Token,
-    invalid,
-    iso_ms,
+from maas_simulator.errors import ApiError, invalid
+from maas_simulator.model import Simulator
+from maas_simulator.network import API_PREFIX, Tag
+from maas_simulator.render import (
+    device_json,
+    event_json,
+    legacy_result_json,
+    machine_json,
+    script_set_json,
+    user_json,
 )
-from maas_simulator.network import Tag
+from maas_simulator.users import LEVELS, SSHKey, Token
 from maas_simulator.wire import (
     Request,
     Response,
@@ -30,7 +31,6 @@ from maas_simulator.wire import (
     mandatory,
     node_or_404,
     raw,
-    user_json,
 )
 
 
@@ -120,6 +120,85 @@ def update_token_name(sim: Simulator, req: Request) -> Response:
     else:
         token.name = name
     return Response(202, b"Accepted", "text/plain; charset=utf-8")
+
+
+def _ssh_key_json(k: SSHKey) -> dict[str, Any]:
+    """``DISPLAY_SSHKEY_FIELDS``; ``keysource`` is "" for a key not imported."""
+    return {
+        "id": k.id,
+        "key": k.key,
+        "keysource": "",
+        "resource_uri": f"{API_PREFIX}account/prefs/sshkeys/{k.id}/",
+    }
+
+
+def ssh_keys(sim: Simulator, req: Request) -> Any:
+    """``account/prefs/sshkeys/``: the caller's keys."""
+    assert req.user is not None
+    mine = req.user.username
+    return [_ssh_key_json(k) for k in sim.ssh_keys.values() if k.username == mine]
+
+
+def _ssh_key(sim: Simulator, req: Request) -> SSHKey:
+    ref = req.params["id"]
+    key = sim.ssh_keys.get(int(ref)) if ref.isdigit() else None
+    if key is None:
+        raise ApiError(404, "No SSHKey matches the given query.")
+    return key
+
+
+def ssh_key_read(sim: Simulator, req: Request) -> Any:
+    """Any user's key by id, as MAAS's handler reads it."""
+    return _ssh_key_json(_ssh_key(sim, req))
+
+
+def ssh_key_delete(sim: Simulator, req: Request) -> Response:
+    key = _ssh_key(sim, req)
+    assert req.user is not None
+    if key.username != req.user.username:
+        raise ApiError(403, "Can't delete a key you don't own.")
+    del sim.ssh_keys[key.id]
+    return deleted()
+
+
+# The two archives every MAAS region starts with (``PackageRepository`` defaults).
+PACKAGE_REPOSITORIES = [
+    ("main_archive", "http://archive.ubuntu.com/ubuntu", ["amd64", "i386"]),
+    (
+        "ports_archive",
+        "http://ports.ubuntu.com/ubuntu-ports",
+        ["armhf", "arm64", "ppc64el", "s390x"],
+    ),
+]
+
+
+def _repository_json(n: int) -> dict[str, Any]:
+    name, url, arches = PACKAGE_REPOSITORIES[n - 1]
+    return {
+        "id": n,
+        "name": name,
+        "url": url,
+        "distributions": [],
+        "disabled_pockets": [],
+        "disabled_components": [],
+        "disable_sources": True,
+        "components": [],
+        "arches": arches,
+        "key": "",
+        "enabled": True,
+        "resource_uri": f"{API_PREFIX}package-repositories/{n}/",
+    }
+
+
+def package_repositories(sim: Simulator, req: Request) -> Any:
+    return [_repository_json(n) for n in range(1, len(PACKAGE_REPOSITORIES) + 1)]
+
+
+def package_repository_read(sim: Simulator, req: Request) -> Any:
+    ref = req.params["id"]
+    if not ref.isdigit() or not 1 <= int(ref) <= len(PACKAGE_REPOSITORIES):
+        raise ApiError(404, "No PackageRepository matches the given query.")
+    return _repository_json(int(ref))
 
 
 def get_config(sim: Simulator, req: Request) -> Any:
@@ -229,7 +308,7 @@ def events_query(sim: Simulator, req: Request) -> Any:
         prev_uri = uri(before=after + 1) if after is not None else None
     return {
         "count": len(chosen),
-        "events": [e.as_json() for e in chosen],
+        "events": [event_json(e) for e in chosen],
         "next_uri": next_uri,
         "prev_uri": prev_uri,
     }
@@ -257,7 +336,7 @@ def results_list(sim: Simulator, req: Request) -> Any:
         raise invalid({"type": [f"Unknown type: {wanted}"]})
     include = req.get("include_output") is not None
     return [
-        sim.script_set_json(m, ss, include)
+        script_set_json(m, ss, include)
         for ss in m.script_sets
         if wanted is None or ss.type == RESULT_TYPE_NAMES[wanted]
     ]
@@ -279,7 +358,7 @@ def results_read(sim: Simulator, req: Request) -> Any:
         )
     if not sets:
         raise ApiError(404, "No ScriptSet matches the given query.")
-    return sim.script_set_json(m, sets[-1], req.get("include_output") is not None)
+    return script_set_json(m, sets[-1], req.get("include_output") is not None)
 
 
 # -- tags -----------------------------------------------------------------------------------------
@@ -357,7 +436,7 @@ def tag_machines(sim: Simulator, req: Request) -> Response:
     """``op=machines`` (and ``op=nodes``): the tagged machines, full objects, by id."""
     tag = _tag(sim, req)
     chunks = [
-        sim.machine_json(sim.machines[sid])
+        machine_json(sim, sim.machines[sid])
         for sid in sim.order
         if sid in sim.machines and tag.name in sim.machines[sid].tags
     ]
@@ -365,8 +444,6 @@ def tag_machines(sim: Simulator, req: Request) -> Response:
 
 
 def tag_devices(sim: Simulator, req: Request) -> Any:
-    from maas_simulator.api_network import device_json
-
     tag = _tag(sim, req)
     return [device_json(sim, d) for d in sim.devices.values() if tag.name in d.tags]
 
@@ -428,17 +505,5 @@ def node_results(sim: Simulator, req: Request) -> Any:
             for r in sets[-1].results:
                 if r.status not in (2, 3, 4, 5) or (names is not None and r.name not in names):
                     continue
-                results.append(
-                    {
-                        "created": iso_ms(sets[-1].started),
-                        "updated": iso_ms(r.ended or sets[-1].started),
-                        "id": r.id,
-                        "name": r.name,
-                        "script_result": r.exit_status,
-                        "result_type": type_,
-                        "node": {"system_id": sid},
-                        "data": base64.b64encode(r.output).decode(),
-                        "resource_uri": f"{API_PREFIX}commissioning-scripts/",
-                    }
-                )
+                results.append(legacy_result_json(sid, type_, sets[-1], r))
     return results

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from maas_client.status import NodeStatus
-from maas_simulator.model import Machine, Simulator, invalid
-from maas_simulator.network import Interface
+from maas_simulator.errors import invalid
+from maas_simulator.interfaces import Interface
+from maas_simulator.model import Simulator
+from maas_simulator.nodes import Machine
 
 S = NodeStatus
 IGNORED_FIELDS = {

@@ -1,8 +1,9 @@
-"""Request faults the simulator applies before dispatch (docs/simulator.md, "Faults")."""
+"""Faults: per machine (a deploy that never finishes, a failed erase, an unreachable BMC, …)
+and per request, matched before dispatch (docs/simulator.md, "Machine faults", "Request faults")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 FAULT_KINDS = ("503", "409", "502", "slow", "drop_after_apply")
@@ -35,3 +36,30 @@ class RequestFault:
             and (self.op is None or self.op == op)
             and (self.system_id is None or f"/{self.system_id}/" in path)
         )
+
+
+@dataclass
+class MachineFaults:
+    """Per-machine faults. Lists name the operation ordinals that fail (1 = the first)."""
+
+    deploy_datasource_failure: list[int] = field(default_factory=list)
+    deploy_curtin_failure: list[int] = field(default_factory=list)
+    commission_failure: list[int] = field(default_factory=list)
+    erase_failure: list[int] = field(default_factory=list)
+    release_stuck: bool = False
+    bmc_unreachable: bool = False
+    pxe_unlinked: bool = False
+    pxe_wrong_subnet: int | None = None  # subnet id the boot interface lands on instead
+    enlist_on_power_cycle: bool = False  # an unknown machine appears (NEW) once powered
+    node_network_unreachable: bool = False  # URL checks of testing scripts time out (testing.py)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MachineFaults:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown machine faults: {sorted(unknown)}")
+        return cls(**data)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -1,11 +1,8 @@
-"""The simulated network model: fabrics, VLANs, spaces, subnets, static routes, domains, zones,
-pools, tags, and the interfaces and links of nodes (docs/simulator.md, "Networking").
+"""The simulated site network: fabrics, VLANs, spaces, subnets (and their address books),
+static routes, domains, zones, pools and tags, and their JSON (docs/simulator.md,
+"Networking"). Node interfaces and links are in ``interfaces.py``.
 
-MAAS 3.5's shapes: a VLAN belongs to a fabric and optionally a space; a subnet to a VLAN; an
-interface is *on* a VLAN (``vlan: null`` means disconnected) and carries links (``auto``,
-``dhcp``, ``static``, ``link_up``), each a StaticIPAddress row whose ``ip_address`` is present
-only once an address is assigned. AUTO links get their address when a deployment starts and
-give it back at release; STATIC links without an address get one when linked.
+MAAS 3.5's shapes: a VLAN belongs to a fabric and optionally a space; a subnet to a VLAN.
 
 The site objects (fabrics, VLANs, spaces, subnets) are fixed once a scenario is loaded, so their
 JSON is built once and shared by every interface that shows them.
@@ -15,11 +12,11 @@ from __future__ import annotations
 
 import heapq
 import ipaddress
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 API_PREFIX = "/MAAS/api/2.0/"
-LINK_MODES = ("auto", "dhcp", "static", "link_up")
 SUBNET_SPECIFIERS = {"id", "cidr", "name", "ip", "fabric", "space", "vid", "vlan"}
 UNDEFINED_SPACE_DESCRIPTION = (
     "Backward compatibility object to ensure objects not associated with a space can be found."
@@ -46,16 +43,41 @@ class Vlan:
     id: int
     fabric_id: int
     vid: int = 0
-    name: str = ""  # MAAS names the untagged VLAN "untagged", others after their vid
+    # "": a scenario VLAN, named after its vid; None: created through the API without a name.
+    # The fabric's default VLAN (its first) always shows as "untagged" (VLAN.get_name).
+    name: str | None = ""
     mtu: int = 1500
     dhcp_on: bool = True
     space: str | None = None  # space name; None shows as "undefined"
     primary_rack: str | None = "rack01"
+    secondary_rack: str | None = None
+    relay_vlan: int | None = None  # the VLAN whose DHCP this one relays to
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not self.name:
+        if self.name == "":
             self.name = "untagged" if self.vid == 0 else str(self.vid)
+
+
+@dataclass
+class IPRange:
+    """A reserved or dynamic range of a subnet: never handed out by MAAS's allocator."""
+
+    id: int
+    subnet_id: int
+    type: str  # "dynamic" | "reserved"
+    start_ip: str
+    end_ip: str
+    comment: str = ""
+    user: str | None = None  # username of its owner
+
+    @property
+    def lo(self) -> int:
+        return int(ipaddress.ip_address(self.start_ip))
+
+    @property
+    def hi(self) -> int:
+        return int(ipaddress.ip_address(self.end_ip))
 
 
 class Subnet:
@@ -88,6 +110,13 @@ class Subnet:
         self._freed: list[int] = []
         if gateway_ip:
             self._taken.add(int(ipaddress.ip_address(gateway_ip)))
+        self.ranges: list[IPRange] = []  # kept by Network.add_range / remove_range
+        # get_ipranges_in_use: the subnet's DNS servers and the gateways of routes from it are
+        # never handed out either.
+        self.dns_addresses = {
+            int(ipaddress.ip_address(ip)) for ip in self.dns_servers if self.contains(ip)
+        }
+        self.route_gateways: Counter[int] = Counter()
 
     def contains(self, ip: str) -> bool:
         return ipaddress.ip_address(ip) in self.network
@@ -98,17 +127,32 @@ class Subnet:
     def take(self, ip: str) -> None:
         self._taken.add(int(ipaddress.ip_address(ip)))
 
+    def range_at(self, n: int, kind: str | None = None) -> IPRange | None:
+        """The range (of ``kind`` if given) holding address ``n``."""
+        return next((r for r in self.ranges if r.lo <= n <= r.hi and kind in (None, r.type)), None)
+
+    def _free(self, n: int) -> bool:
+        return (
+            n not in self._taken
+            and n not in self.dns_addresses
+            and not self.route_gateways[n]
+            and self.range_at(n) is None
+        )
+
     def allocate(self) -> str | None:
-        """The lowest free address (freed ones first); None when the subnet is exhausted."""
+        """The lowest free address (freed ones first) outside the reserved and dynamic ranges;
+        None when the subnet is exhausted."""
         last = int(self.network.broadcast_address) - (1 if self.network.version == 4 else 0)
         while self._freed:
             n = heapq.heappop(self._freed)
-            if n not in self._taken:
+            if self._free(n):
                 self._taken.add(n)
                 return str(ipaddress.ip_address(n))
         while self._next <= last:
-            n, self._next = self._next, self._next + 1
-            if n not in self._taken:
+            n = self._next
+            blocked = self.range_at(n)
+            self._next = blocked.hi + 1 if blocked is not None else n + 1
+            if blocked is None and self._free(n):
                 self._taken.add(n)
                 return str(ipaddress.ip_address(n))
         return None
@@ -118,6 +162,36 @@ class Subnet:
         if n in self._taken:
             self._taken.discard(n)
             heapq.heappush(self._freed, n)
+
+    def reconsider(self, lo: int, hi: int) -> None:
+        """Addresses ``lo``-``hi`` may be free again (a range or a route went away)."""
+        if hi - lo < 256:
+            for n in range(lo, hi + 1):
+                heapq.heappush(self._freed, n)
+        else:
+            self._next = min(self._next, lo)
+
+    def in_use(self, kind: str, exclude: IPRange | None = None) -> list[tuple[int, int]]:
+        """``get_ipranges_in_use``: what a new range of ``kind`` may not overlap. A reserved
+        range may hold allocated addresses but no other range; a dynamic range neither."""
+        used = [(r.lo, r.hi) for r in self.ranges if r is not exclude]
+        if kind == "dynamic":
+            singles = self._taken | self.dns_addresses | set(+self.route_gateways)
+            used += [(n, n) for n in singles]
+        return sorted(used)
+
+    def unused(self, kind: str, exclude: IPRange | None = None) -> list[tuple[int, int]]:
+        """``get_ipranges_not_in_use``: the free stretches of the subnet for a range."""
+        first = int(self.network.network_address) + 1
+        last = int(self.network.broadcast_address) - (1 if self.network.version == 4 else 0)
+        free, at = [], first
+        for lo, hi in self.in_use(kind, exclude):
+            if lo > at:
+                free.append((at, min(lo - 1, last)))
+            at = max(at, hi + 1)
+        if at <= last:
+            free.append((at, last))
+        return free
 
 
 @dataclass
@@ -159,58 +233,6 @@ class Tag:
     kernel_opts: str = ""
 
 
-@dataclass
-class Link:
-    id: int
-    mode: str  # auto | dhcp | static | link_up
-    subnet_id: int | None
-    ip_address: str | None = None
-
-
-@dataclass
-class Interface:
-    """A physical NIC. ``cable_*`` is where its cable really goes (what commissioning finds);
-    ``vlan_id``, ``links`` and ``params`` are MAAS's configuration of it."""
-
-    id: int
-    name: str
-    mac_address: str
-    cable_vlan_id: int | None = None  # the VLAN the cable reaches; None: unknown network
-    cable_subnet_id: int | None = None  # the subnet it DHCPs/PXE boots on, if any
-    connected: bool = True  # carrier: False = no cable
-    vlan_id: int | None = None
-    links: list[Link] = field(default_factory=list)
-    enabled: bool = True
-    mtu: int | None = None  # params.mtu; the VLAN's MTU applies when unset
-    tags: list[str] = field(default_factory=list)
-    link_connected: bool = True
-    interface_speed: int = 100000
-    link_speed: int = 100000
-    numa_node: int = 0
-    vendor: str | None = "Mellanox Technologies"
-    product: str | None = "MT2892 Family [ConnectX-6 Dx]"
-    firmware_version: str | None = "22.36.1010"
-    commissioned: dict[str, Any] = field(default_factory=dict)  # restored by restore_*
-
-    def snapshot(self) -> None:
-        """What commissioning saw: restore_networking_configuration goes back to it."""
-        self.commissioned = {
-            "name": self.name,
-            "mac_address": self.mac_address,
-            "vlan_id": self.vlan_id,
-            "enabled": True,
-            "mtu": None,
-            "tags": [],
-            "link_connected": self.link_connected,
-            "interface_speed": self.interface_speed,
-            "link_speed": self.link_speed,
-        }
-
-    def restore(self) -> None:
-        for key, value in self.commissioned.items():
-            setattr(self, key, list(value) if isinstance(value, list) else value)
-
-
 class Network:
     """Fabrics, VLANs, spaces, subnets, routes, domains, zones, pools and tags of one region."""
 
@@ -220,6 +242,7 @@ class Network:
         self.spaces: dict[int, Space] = {}
         self.subnets: dict[int, Subnet] = {}
         self.routes: dict[int, StaticRoute] = {}
+        self.ranges: dict[int, IPRange] = {}
         self.domains: dict[int, Domain] = {0: Domain(0, "maas")}
         self.zones: dict[int, Zone] = {1: Zone(1, "default")}
         self.pools: dict[int, Pool] = {0: Pool(0, "default", "Default pool")}
@@ -271,10 +294,55 @@ class Network:
         self.subnets[subnet.id] = subnet
         self._subnet_json.clear()
 
-    def default_vlan(self, fabric_id: int) -> Vlan:
+    def default_vlan(self, fabric_id: int) -> Vlan | None:
+        """``Fabric.get_default_vlan``: the fabric's first VLAN."""
         return min(
-            (v for v in self.vlans.values() if v.fabric_id == fabric_id), key=lambda v: v.vid
+            (v for v in self.vlans.values() if v.fabric_id == fabric_id),
+            key=lambda v: v.id,
+            default=None,
         )
+
+    def vlan_name(self, vlan: Vlan) -> str | None:
+        """``VLAN.get_name``: "untagged" for the fabric's default VLAN, else its name."""
+        return "untagged" if self.default_vlan(vlan.fabric_id) is vlan else vlan.name
+
+    def changed(self) -> None:
+        """A VLAN or subnet changed: the JSON built from it is stale."""
+        self._vlan_json.clear()
+        self._subnet_json.clear()
+
+    def add_route(self, route: StaticRoute) -> None:
+        self.routes[route.id] = route
+        self.subnets[route.source].route_gateways[int(ipaddress.ip_address(route.gateway_ip))] += 1
+
+    def remove_route(self, route: StaticRoute) -> None:
+        del self.routes[route.id]
+        source = self.subnets.get(route.source)
+        if source is not None:
+            n = int(ipaddress.ip_address(route.gateway_ip))
+            source.route_gateways[n] -= 1
+            source.reconsider(n, n)
+
+    def add_range(self, iprange: IPRange) -> None:
+        self.ranges[iprange.id] = iprange
+        self.subnets[iprange.subnet_id].ranges.append(iprange)
+
+    def remove_range(self, iprange: IPRange) -> None:
+        del self.ranges[iprange.id]
+        subnet = self.subnets[iprange.subnet_id]
+        subnet.ranges.remove(iprange)
+        subnet.reconsider(iprange.lo, iprange.hi)
+
+    def has_dynamic_range(self, vlan_id: int) -> bool:
+        return any(
+            r.type == "dynamic" and self.subnets[r.subnet_id].vlan_id == vlan_id
+            for r in self.ranges.values()
+        )
+
+    def best_subnet_for_ip(self, ip: str) -> Subnet | None:
+        """``get_best_subnet_for_ip``: the most specific subnet holding the address."""
+        holding = [s for s in self.subnets.values() if _is_ip(ip) and s.contains(ip)]
+        return max(holding, key=lambda s: s.network.prefixlen, default=None)
 
     # -- lookups ----------------------------------------------------------------------------
     def subnets_by_specifier(self, spec: str) -> list[Subnet]:
@@ -329,21 +397,23 @@ class Network:
 
     # -- JSON -------------------------------------------------------------------------------
     def vlan_json(self, vlan_id: int) -> dict[str, Any]:
+        """``DISPLAYED_VLAN_FIELDS``; ``relay_vlan`` is the relayed-to VLAN, nested."""
         cached = self._vlan_json.get(vlan_id)
         if cached is None:
             v = self.vlans[vlan_id]
+            relay = v.relay_vlan
             cached = {
                 "id": v.id,
-                "name": v.name,
+                "name": self.vlan_name(v),
                 "vid": v.vid,
                 "fabric": self.fabrics[v.fabric_id].name,
                 "fabric_id": v.fabric_id,
                 "mtu": v.mtu,
                 "primary_rack": v.primary_rack,
-                "secondary_rack": None,
+                "secondary_rack": v.secondary_rack,
                 "dhcp_on": v.dhcp_on,
                 "external_dhcp": None,
-                "relay_vlan": None,
+                "relay_vlan": self.vlan_json(relay) if relay in self.vlans else None,
                 "space": v.space or "undefined",
                 "resource_uri": f"{API_PREFIX}vlans/{v.id}/",
             }
@@ -418,6 +488,19 @@ class Network:
             "resource_uri": f"{API_PREFIX}static-routes/{route.id}/",
         }
 
+    def range_json(self, r: IPRange, user: dict[str, Any] | None) -> dict[str, Any]:
+        """``DISPLAYED_IPRANGE_FIELDS``: ``user`` is the owner's user object (or null)."""
+        return {
+            "id": r.id,
+            "type": r.type,
+            "start_ip": r.start_ip,
+            "end_ip": r.end_ip,
+            "comment": r.comment,
+            "user": user,
+            "subnet": self.subnet_json(r.subnet_id),
+            "resource_uri": f"{API_PREFIX}ipranges/{r.id}/",
+        }
+
     def domain_json(self, domain: Domain, records: int = 0) -> dict[str, Any]:
         return {
             "authoritative": domain.authoritative,
@@ -450,81 +533,6 @@ class Network:
 
     def pool_named(self, name: str) -> Pool | None:
         return next((p for p in self.pools.values() if p.name == name), None)
-
-    # -- interfaces -------------------------------------------------------------------------
-    def link_json(self, link: Link) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": link.id, "mode": link.mode}
-        if link.subnet_id is not None and link.subnet_id in self.subnets:
-            data["subnet"] = self.subnet_json(link.subnet_id)
-        if link.ip_address:
-            data["ip_address"] = link.ip_address
-        return data
-
-    def interface_json(self, system_id: str, iface: Interface) -> dict[str, Any]:
-        vlan = self.vlan_json(iface.vlan_id) if iface.vlan_id is not None else None
-        return {
-            "system_id": system_id,
-            "id": iface.id,
-            "name": iface.name,
-            "type": "physical",
-            "vlan": vlan,
-            "mac_address": iface.mac_address,
-            "parents": [],
-            "children": [],
-            "tags": list(iface.tags),
-            "enabled": iface.enabled,
-            "links": [self.link_json(link) for link in iface.links],
-            "params": {"mtu": iface.mtu} if iface.mtu is not None else "",
-            "discovered": None,
-            "effective_mtu": iface.mtu or (vlan["mtu"] if vlan else 1500),
-            "vendor": iface.vendor,
-            "product": iface.product,
-            "firmware_version": iface.firmware_version,
-            "link_connected": iface.link_connected,
-            "interface_speed": iface.interface_speed,
-            "link_speed": iface.link_speed if iface.link_connected else 0,
-            "numa_node": iface.numa_node,
-            "sriov_max_vf": 0,
-            "resource_uri": f"{API_PREFIX}nodes/{system_id}/interfaces/{iface.id}/",
-        }
-
-    def release_ip(self, link: Link) -> None:
-        if link.ip_address and link.subnet_id in self.subnets:
-            self.subnets[link.subnet_id].release(link.ip_address)
-        link.ip_address = None
-
-    def clear_links(self, iface: Interface) -> None:
-        for link in iface.links:
-            self.release_ip(link)
-        iface.links = []
-
-    def ensure_link_up(self, iface: Interface, new_id: Any) -> None:
-        """``Interface.ensure_link_up``: a connected NIC without links gets a LINK_UP link."""
-        if not iface.links and iface.vlan_id is not None:
-            iface.links = [Link(new_id(), "link_up", None)]
-
-    def default_gateways(self, interfaces: list[Interface], boot_id: int | None) -> dict[str, Any]:
-        """``Node.get_default_gateways`` without an explicit gateway link: the best AUTO or
-        STATIC link on a subnet with a gateway (DHCP-serving VLANs first, the boot NIC first,
-        STATIC before AUTO)."""
-        best: tuple[Any, ...] | None = None
-        for iface in interfaces:
-            for link in iface.links:
-                subnet = self.subnets.get(link.subnet_id or -1)
-                if link.mode not in ("auto", "static") or subnet is None or not subnet.gateway_ip:
-                    continue
-                key = (
-                    not self.vlans[subnet.vlan_id].dhcp_on,
-                    iface.id != boot_id,
-                    link.mode != "static",
-                    link.id,
-                )
-                if best is None or key < best[0]:
-                    best = (key, subnet.gateway_ip)
-        return {
-            "ipv4": {"gateway_ip": best[1] if best else None, "link_id": None},
-            "ipv6": {"gateway_ip": None, "link_id": None},
-        }
 
 
 def _is_ip(value: str) -> bool:

@@ -12,17 +12,16 @@ from typing import Any
 import yaml
 
 from maas_client.status import NodeStatus
-from maas_simulator.faults import RequestFault
-from maas_simulator.model import (
-    BootResource,
-    Device,
-    Hardware,
-    MachineFaults,
-    Simulator,
-    User,
-)
-from maas_simulator.network import Domain, Link, Pool, Space, StaticRoute, Subnet, Tag, Zone
+from maas_simulator.errors import ApiError
+from maas_simulator.faults import MachineFaults, RequestFault
+from maas_simulator.interface_forms import create_bond
+from maas_simulator.interfaces import Link
+from maas_simulator.model import IP_HOLDING_STATUSES, Simulator
+from maas_simulator.network import Domain, IPRange, Pool, Space, StaticRoute, Subnet, Tag, Zone
+from maas_simulator.nodes import BootResource, Device, Hardware, Machine
+from maas_simulator.site_forms import ip_range_form
 from maas_simulator.storage import LAYOUTS
+from maas_simulator.users import SSHKey, User
 
 DEFAULT_SUBNETS: list[dict[str, Any]] = [
     {
@@ -67,8 +66,36 @@ MACHINE_FIELDS = {
     "owner",
     "agent_name",
     "storage_layout",
+    "bonds",
 }
 INTERFACE_FIELDS = {"name", "mac_address", "subnet", "vlan", "connected", "speed"}
+BOND_FIELDS = {
+    "name",
+    "parents",
+    "mac_address",
+    "mtu",
+    "bond_mode",
+    "bond_miimon",
+    "bond_downdelay",
+    "bond_updelay",
+    "bond_lacp_rate",
+    "bond_xmit_hash_policy",
+    "subnet",
+}
+VLAN_FIELDS = {
+    "id",
+    "vid",
+    "name",
+    "fabric_id",
+    "mtu",
+    "dhcp_on",
+    "space",
+    "description",
+    "primary_rack",
+    "secondary_rack",
+    "relay_vlan",
+}
+IP_RANGE_FIELDS = {"type", "start_ip", "end_ip", "subnet", "comment", "user"}
 DISK_FIELDS = {
     "name",
     "size",
@@ -178,9 +205,36 @@ def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
             agent_name=str(spec.get("agent_name", "")),
             storage_layout=layout,
         )
+        for bond in spec.get("bonds") or []:
+            _add_bond(sim, m, bond)
         taken.add(m.hostname)
         added.append(m.system_id)
     return added
+
+
+def _add_bond(sim: Simulator, m: Machine, spec: dict[str, Any]) -> None:
+    """A bond built as ``op=create_bond`` builds it (MAAS's rules apply); ``subnet`` gives it
+    the AUTO link the boot NIC had (with its address when the machine holds its addresses)."""
+    _check_keys(spec, BOND_FIELDS, "bond")
+    by_name = {i.name: i for i in m.interfaces}
+    unknown = [p for p in spec.get("parents") or [] if p not in by_name]
+    if unknown:
+        raise ValueError(f"machine {m.hostname!r}: bond {spec.get('name')!r}: no NIC {unknown}")
+    data = {k: str(v) for k, v in spec.items() if k not in ("parents", "subnet")}
+    refs = [str(by_name[p].id) for p in spec.get("parents") or []]
+    try:
+        bond = create_bond(sim, m, data, refs)
+    except ApiError as exc:
+        raise ValueError(f"machine {m.hostname!r}: bond {spec.get('name')!r}: {exc.body}") from exc
+    subnet = spec.get("subnet")
+    if subnet is not None:
+        if subnet not in sim.subnets or sim.subnets[subnet].vlan_id != bond.vlan_id:
+            raise ValueError(
+                f"machine {m.hostname!r}: bond {bond.name!r}: subnet {subnet} is not on its VLAN"
+            )
+        bond.links = [Link(sim.new_id(), "auto", subnet)]
+        if m.status in IP_HOLDING_STATUSES:
+            sim.claim_auto_ips(m)
 
 
 def generate(
@@ -215,14 +269,20 @@ def load_network(sim: Simulator, data: dict[str, Any]) -> None:
         _check_keys(spec, {"id", "name", "class_type", "description"}, "fabric")
         net.add_fabric(**spec)
     for spec in data.get("vlans") or []:
-        _check_keys(
-            spec,
-            {"id", "vid", "name", "fabric_id", "mtu", "dhcp_on", "space", "description"},
-            "VLAN",
-        )
+        _check_keys(spec, VLAN_FIELDS, "VLAN")
         if not 0 <= int(spec.get("vid", 0)) <= 4094:
             raise ValueError(f"VLAN {spec.get('id')}: vid must be 0-4094")
+        for rack in ("primary_rack", "secondary_rack"):
+            if spec.get(rack) not in (None, sim.rack.system_id):
+                raise ValueError(f"VLAN {spec.get('id')}: {rack} must be {sim.rack.system_id!r}")
         net.add_vlan(**spec)
+    for vlan in net.vlans.values():
+        if vlan.relay_vlan is not None and (
+            vlan.relay_vlan not in net.vlans or vlan.relay_vlan == vlan.id or vlan.dhcp_on
+        ):
+            raise ValueError(
+                f"VLAN {vlan.id}: relay_vlan must be another VLAN, and DHCP off on this one"
+            )
     subnet_specs: list[dict[str, Any]] = data.get("subnets") or DEFAULT_SUBNETS
     for spec in subnet_specs:
         _check_keys(
@@ -271,7 +331,17 @@ def load_network(sim: Simulator, data: dict[str, Any]) -> None:
             raise ValueError(
                 f"static route {route.id}: gateway {route.gateway_ip} is not on its source subnet"
             )
-        net.routes[route.id] = route
+        net.add_route(route)
+    for spec in data.get("ip_ranges") or []:
+        _check_keys(spec, IP_RANGE_FIELDS, "IP range")
+        if spec.get("user") is not None and spec["user"] not in sim.users:
+            raise ValueError(f"IP range {spec.get('start_ip')}: unknown user {spec['user']!r}")
+        fields = {k: str(v) for k, v in spec.items() if k != "user"}
+        try:
+            new = ip_range_form(sim, fields, None, spec.get("user"))
+        except ApiError as exc:
+            raise ValueError(f"IP range {spec.get('start_ip')}: {exc.body}") from exc
+        net.add_range(IPRange(max([0, *net.ranges]) + 1, **new))
     for i, spec in enumerate(data.get("domains") or [], start=1):
         _check_keys(spec, {"name", "ttl", "authoritative"}, "domain")
         net.domains[i] = Domain(
@@ -297,7 +367,7 @@ def setup_rack(sim: Simulator) -> None:
         subnets = [s for s in sim.subnets.values() if s.vlan_id == vlan.id]
         if not subnets:
             continue
-        sim._add_interfaces(
+        sim.add_interfaces(
             rack,
             [{"name": f"eth{n}", "mac_address": f"52:54:00:ff:00:{n:02x}", "vlan": vlan.id}],
         )
@@ -322,7 +392,7 @@ def add_devices(sim: Simulator, specs: list[dict[str, Any]]) -> None:
         subnet_id = spec.get("subnet")
         if subnet_id is not None and subnet_id not in sim.subnets:
             raise ValueError(f"device {spec['hostname']!r}: unknown subnet {subnet_id}")
-        sim._add_interfaces(
+        sim.add_interfaces(
             device,
             [
                 {
@@ -358,6 +428,7 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
         "vlans",
         "subnets",
         "static_routes",
+        "ip_ranges",
         "domains",
         "zones",
         "pools",
@@ -376,7 +447,7 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
     if api_key:
         users = [{"username": "admin", "is_superuser": True, "api_key": api_key}, *users]
     for u in users:
-        _check_keys(u, {"username", "is_superuser", "api_key", "email"}, "user")
+        _check_keys(u, {"username", "is_superuser", "api_key", "email", "ssh_keys"}, "user")
         parts = str(u["api_key"]).split(":")
         if len(parts) != 3:
             raise ValueError(f"api_key of {u['username']!r} must be consumer:token:secret")
@@ -384,6 +455,9 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
         sim.users[u["username"]] = User(
             u["username"], bool(u.get("is_superuser")), ck, tk, ts, email=u.get("email", "")
         )
+        for key in u.get("ssh_keys") or []:
+            n = len(sim.ssh_keys) + 1
+            sim.ssh_keys[n] = SSHKey(n, u["username"], str(key))
     load_network(sim, data)
     for i, b in enumerate(data.get("boot_resources") or DEFAULT_BOOT_RESOURCES, start=1):
         _check_keys(b, {"name", "architecture", "type"}, "boot resource")

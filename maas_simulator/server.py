@@ -18,8 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from maas_client.status import NodeStatus
 from maas_simulator import api, recording, scenario
-from maas_simulator.faults import RequestFault
-from maas_simulator.model import API_PREFIX, ApiError, MachineFaults, Simulator
+from maas_simulator.errors import ApiError
+from maas_simulator.faults import MachineFaults, RequestFault
+from maas_simulator.model import Simulator
+from maas_simulator.network import API_PREFIX
 from maas_simulator.node import NodeSide
 
 
@@ -254,6 +256,8 @@ class Handler(BaseHTTPRequestHandler):
                 if len(parts) == 3 and parts[2] == "status" and method == "POST":
                     sim.start_op(m, "forced")
                     sim.set_status(m, NodeStatus[data["status"].upper()])
+                    if m.storage.allocated and not any(h.acquired for h in m.storage.holders()):
+                        m.storage.acquire()  # as if the machine had been allocated
                     if "power_state" in data:
                         m.power_state = data["power_state"]
                 if len(parts) == 3 and parts[2] == "user-data":

@@ -10,8 +10,8 @@ partition, a volume group keeps one 4 MiB extent per physical volume for LVM hea
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from maas_simulator.network import API_PREFIX, human_bytes
@@ -45,6 +45,8 @@ FSTYPES = (
     "vmfs6",
 )
 FORMATTABLE = ("ext2", "ext4", "xfs", "fat32", "vfat", "swap", "btrfs", "zfsroot")
+MIN_PARTITION_SIZE = PARTITION_ALIGNMENT
+MIN_BLOCK_DEVICE_SIZE = 4 * MiB
 
 
 class LayoutError(Exception):
@@ -95,6 +97,7 @@ class Partition:
     bootable: bool = False
     tags: list[str] = field(default_factory=list)
     filesystem: Filesystem | None = None
+    acquired: Filesystem | None = None  # the copy edited while the machine is allocated
 
 
 @dataclass
@@ -114,18 +117,18 @@ class BlockDevice:
     filesystem: Filesystem | None = None
     uuid: str | None = None  # virtual devices only
     vg_id: int | None = None  # the volume group of a logical volume
+    lv_name: str | None = None  # a logical volume's own name (``name`` shows "<vg>-<lv>")
+    acquired: Filesystem | None = None  # the copy edited while the machine is allocated
 
     def table_used(self) -> int:
         assert self.partitions is not None
         return sum(p.size for p in self.partitions) + GPT_OVERHEAD
 
-    @property
-    def used_size(self) -> int:
-        if self.filesystem is not None:
-            return self.size
-        if self.partitions is not None:
-            return self.table_used()
-        return 0
+    def available(self) -> int:
+        """``PartitionTable.get_available_size``: what a new partition can take, aligned (a
+        disk without a table gets a GPT one)."""
+        used = self.table_used() if self.partitions is not None else GPT_OVERHEAD
+        return align_down(self.size - used)
 
 
 @dataclass
@@ -135,6 +138,9 @@ class VolumeGroup:
     uuid: str
     members: list[tuple[str, int]]  # ("partition" | "blockdev", id)
     logical_volumes: list[int] = field(default_factory=list)  # block device ids
+
+
+Holder = BlockDevice | Partition
 
 
 def used_for(fs: Filesystem | None, partitions: list[Partition] | None = None) -> str:
@@ -159,6 +165,53 @@ class Storage:
         self.vgs: list[VolumeGroup] = []
         self.boot_disk_id: int | None = None
         self.layout = ""
+        self.allocated = False  # the machine is in an allocated status (Node.set_status)
+
+    # -- filesystems: MAAS keeps an acquired copy while the machine is allocated ------------
+    def holders(self) -> Iterator[Holder]:
+        for d in self.devices:
+            yield d
+            yield from d.partitions or []
+
+    def fs(self, holder: Holder) -> Filesystem | None:
+        """``get_effective_filesystem``: while allocated, the acquired copy (or a filesystem
+        that is not mountable, such as an LVM physical volume); otherwise the filesystem."""
+        if not self.allocated:
+            return holder.filesystem
+        if holder.acquired is not None:
+            return holder.acquired
+        fs = holder.filesystem
+        return fs if fs is not None and fs.fstype not in FORMATTABLE else None
+
+    def own_fs(self, holder: Holder) -> Filesystem | None:
+        """The filesystem a format replaces: the acquired one while allocated."""
+        return holder.acquired if self.allocated else holder.filesystem
+
+    def set_fs(self, holder: Holder, fs: Filesystem | None) -> None:
+        if self.allocated:
+            holder.acquired = fs
+        else:
+            holder.filesystem = fs
+
+    def acquire(self) -> None:
+        """``_create_acquired_filesystems``: every mountable filesystem gets a copy, which
+        edits made while the machine is allocated change."""
+        for holder in self.holders():
+            fs = holder.filesystem
+            holder.acquired = replace(fs) if fs is not None and fs.fstype in FORMATTABLE else None
+
+    def release(self) -> None:
+        """``_clear_acquired_filesystems``: the copies go; the filesystems set while the
+        machine was Ready show again."""
+        for holder in self.holders():
+            holder.acquired = None
+
+    def used_size(self, d: BlockDevice) -> int:
+        if self.fs(d) is not None:
+            return d.size
+        if d.partitions is not None:
+            return d.table_used()
+        return 0
 
     # -- lookups ----------------------------------------------------------------------------
     @property
@@ -205,7 +258,7 @@ class Storage:
         self.devices = [d for d in self.devices if d.kind == "physical"]
         for d in self.devices:
             d.partitions = None
-            d.filesystem = None
+            d.filesystem = d.acquired = None
         self.vgs = []
 
     def apply_layout(
@@ -281,10 +334,108 @@ class Storage:
             numa_node=None,
             uuid=new_uuid(),
             vg_id=vg.id,
+            lv_name=lv_name,
         )
         lv.filesystem = Filesystem("ext4", new_uuid(), "root", "/")
         vg.logical_volumes.append(lv.id)
         self.devices.append(lv)
+
+    # -- custom storage: partitions, volume groups, logical volumes -----------------------
+    def add_partition(
+        self, device: BlockDevice, size: int, uuid: str, bootable: bool, new_id: Callable[[], int]
+    ) -> Partition:
+        """``PartitionTable.add_partition`` (a GPT table is made if the disk has none)."""
+        if device.partitions is None:
+            device.partitions = []
+        partition = Partition(new_id(), len(device.partitions) + 1, size, uuid, bootable)
+        device.partitions.append(partition)
+        return partition
+
+    def delete_partition(self, device: BlockDevice, partition: Partition) -> None:
+        """``delete_partition``: the ones after it are renumbered; the table stays."""
+        assert device.partitions is not None
+        device.partitions.remove(partition)
+        for n, p in enumerate(device.partitions, start=1):
+            p.index = n
+
+    def free_devices(self) -> list[BlockDevice]:
+        """``get_free_block_devices_for_node``: no partition table, no filesystem."""
+        return [
+            d
+            for d in self.devices
+            if d.partitions is None and d.filesystem is None and d.acquired is None
+        ]
+
+    def free_partitions(self) -> list[tuple[BlockDevice, Partition]]:
+        """``get_free_partitions_for_node``: partitions without a filesystem."""
+        return [
+            (d, p)
+            for d in self.devices
+            for p in d.partitions or []
+            if p.filesystem is None and p.acquired is None
+        ]
+
+    def create_vg(
+        self,
+        name: str,
+        uuid: str,
+        devices: list[BlockDevice],
+        partitions: list[Partition],
+        *,
+        new_id: Callable[[], int],
+        new_uuid: Callable[[], str],
+    ) -> VolumeGroup:
+        """``create_volume_group``: each member becomes an LVM physical volume; the boot disk
+        joins as one partition over the whole disk (``_move_boot_disk_to_partitions``)."""
+        boot = self.boot_disk()
+        for device in list(devices):
+            if device is boot:
+                devices.remove(device)
+                whole = self.add_partition(device, device.available(), new_uuid(), False, new_id)
+                partitions.append(whole)
+                break
+        members: list[tuple[str, int]] = [("blockdev", d.id) for d in devices]
+        members += [("partition", p.id) for p in partitions]
+        holders: list[Holder] = [*devices, *partitions]
+        for holder in holders:
+            holder.filesystem = Filesystem("lvm-pv", new_uuid(), vg_name=name)
+        vg = VolumeGroup(new_id(), name, uuid or new_uuid(), members)
+        self.vgs.append(vg)
+        return vg
+
+    def delete_vg(self, vg: VolumeGroup) -> None:
+        """The members are no longer physical volumes (their filesystems go with it)."""
+        for holder in self.holders():
+            if self._member(vg, holder):
+                holder.filesystem = None
+        self.vgs.remove(vg)
+
+    def _member(self, vg: VolumeGroup, holder: Holder) -> bool:
+        kind = "partition" if isinstance(holder, Partition) else "blockdev"
+        return (kind, holder.id) in vg.members
+
+    def create_lv(
+        self, vg: VolumeGroup, name: str, size: int, uuid: str, new_id: Callable[[], int]
+    ) -> BlockDevice:
+        """``create_logical_volume``: a virtual block device "<vg>-<name>", aligned down."""
+        lv = BlockDevice(
+            new_id(),
+            f"{vg.name}-{name}",
+            align_down(size),
+            block_size=4096,
+            kind="virtual",
+            numa_node=None,
+            uuid=uuid,
+            vg_id=vg.id,
+            lv_name=name,
+        )
+        vg.logical_volumes.append(lv.id)
+        self.devices.append(lv)
+        return lv
+
+    def delete_lv(self, vg: VolumeGroup, lv: BlockDevice) -> None:
+        vg.logical_volumes.remove(lv.id)
+        self.devices.remove(lv)
 
     def member_sizes(self, vg: VolumeGroup) -> list[int]:
         sizes = []
@@ -315,17 +466,18 @@ class Storage:
             "bootable": p.bootable,
             "tags": list(p.tags),
             "type": "partition",
-            "used_for": used_for(p.filesystem),
+            "used_for": used_for(self.fs(p)),
             "system_id": sid,
             "path": f"/dev/disk/by-dname/{device.name}-part{p.index}",
-            "filesystem": p.filesystem.as_json() if p.filesystem else None,
+            "filesystem": fs.as_json() if (fs := self.fs(p)) else None,
             "device_id": device.id,
             "id": p.id,
             "resource_uri": (f"{API_PREFIX}nodes/{sid}/blockdevices/{device.id}/partition/{p.id}"),
         }
 
     def device_json(self, sid: str, d: BlockDevice) -> dict[str, Any]:
-        used = d.used_size
+        used = self.used_size(d)
+        fs = self.fs(d)
         return {
             "system_id": sid,
             "id": d.id,
@@ -340,9 +492,9 @@ class Storage:
             "block_size": d.block_size,
             "available_size": d.size - used,
             "used_size": used,
-            "used_for": used_for(d.filesystem, d.partitions),
+            "used_for": used_for(fs, d.partitions),
             "tags": list(d.tags),
-            "filesystem": d.filesystem.as_json() if d.filesystem else None,
+            "filesystem": fs.as_json() if fs else None,
             "partition_table_type": "GPT" if d.partitions is not None else None,
             "partitions": [self.partition_json(sid, d, p) for p in d.partitions or []],
             "firmware_version": d.firmware_version,

@@ -16,7 +16,10 @@ import threading
 import requests
 
 from maas_client.status import NodeStatus
-from maas_simulator.model import Machine, ScriptResult, ScriptSet, Simulator, User, invalid
+from maas_simulator.errors import invalid
+from maas_simulator.model import Simulator
+from maas_simulator.nodes import Machine, ScriptResult, ScriptSet
+from maas_simulator.users import User
 
 S = NodeStatus
 # node_action.Test.actionable_statuses (MAAS 3.5)

@@ -7,6 +7,7 @@ and produces the ``describe/`` document real clients (python-libmaas) build them
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,16 +17,10 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from maas_client.status import NodeStatus
-from maas_simulator.model import (
-    API_PREFIX,
-    ApiError,
-    Machine,
-    Node,
-    Simulator,
-    Token,
-    User,
-    invalid,
-)
+from maas_simulator.errors import ApiError, invalid
+from maas_simulator.model import Simulator
+from maas_simulator.nodes import Machine, Node
+from maas_simulator.users import Token, User
 
 S = NodeStatus
 TRUE = {"1", "true", "yes", "on"}
@@ -285,16 +280,6 @@ def deleted() -> Response:
     return Response(204, b"", "text/plain; charset=utf-8")
 
 
-def user_json(u: User) -> dict[str, Any]:
-    return {
-        "username": u.username,
-        "email": u.email or f"{u.username}@example.test",
-        "is_local": True,
-        "is_superuser": u.is_superuser,
-        "resource_uri": f"{API_PREFIX}users/{u.username}/",
-    }
-
-
 def bool_field(value: str | None) -> bool:
     return (value or "").strip().lower() in TRUE
 
@@ -324,3 +309,90 @@ def invalid_choice(field_name: str, value: str, choices: list[str]) -> ApiError:
     return invalid(
         {field_name: [f"'{value}' is not a valid {field_name}.  It should be one of: {listed}."]}
     )
+
+
+# -- Django form fields, as MAAS's forms clean them ----------------------------------------------
+
+CHOICE = "Select a valid choice. That choice is not one of the available choices."
+REQUIRED = "This field is required."
+
+
+def form_data(req: Request) -> dict[str, str]:
+    """A form's view of the body: the first value of each field."""
+    return {k: v[0] for k, v in req.data.items() if v}
+
+
+def checkbox(value: str) -> bool:
+    """``BooleanField`` (``CheckboxInput``): only "false" (any case) and "" are false; "0" is
+    true, as Django reads it."""
+    return value.lower() not in ("false", "")
+
+
+def null_boolean(value: str | None) -> bool | None:
+    """``NullBooleanField`` (``NullBooleanSelect``): "true"/"True"/"2", "false"/"False"/"3",
+    anything else unknown (None)."""
+    return {"true": True, "True": True, "2": True, "false": False, "False": False, "3": False}.get(
+        value or ""
+    )
+
+
+def whole_number(
+    data: dict[str, str],
+    name: str,
+    errors: dict[str, list[str]],
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int | None:
+    """``IntegerField(min_value=…, max_value=…)``: None when absent or blank, else the number
+    or an error under ``name`` with Django's text."""
+    value = data.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        errors[name] = ["Enter a whole number."]
+        return None
+    if minimum is not None and number < minimum:
+        errors[name] = [f"Ensure this value is greater than or equal to {minimum}."]
+        return None
+    if maximum is not None and number > maximum:
+        errors[name] = [f"Ensure this value is less than or equal to {maximum}."]
+        return None
+    return number
+
+
+def byte_size(
+    data: dict[str, str], name: str, errors: dict[str, list[str]], *, minimum: int, maximum: int
+) -> int | None:
+    """MAAS's ``BytesField``: digits with an optional K/M/G/T/P/E (SI) suffix, then the bounds;
+    None when absent or blank."""
+    value = data.get(name, "")
+    if value == "":
+        return None
+    if not re.fullmatch(r"-?[0-9]+([KkMmGgTtPpEe])?", value):
+        errors[name] = ["Enter a valid value."]
+        return None
+    units = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
+    suffix = value[-1].lower()
+    number = int(value[:-1]) * units[suffix] if suffix in units else int(value)
+    if number < minimum:
+        errors[name] = [f"Ensure this value is greater than or equal to {minimum}."]
+        return None
+    if number > maximum:
+        errors[name] = [f"Ensure this value is less than or equal to {maximum}."]
+        return None
+    return number
+
+
+def ip_field(data: dict[str, str], name: str, errors: dict[str, list[str]]) -> str | None:
+    """``GenericIPAddressField``: None when absent or blank."""
+    value = data.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        errors[name] = ["Enter a valid IPv4 or IPv6 address."]
+        return None

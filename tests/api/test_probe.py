@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from maas_domain.models import AuditLog, MaasSite, SiteCredential
 from maas_domain.secrets.sites import maas_api_key
-from maas_simulator.model import User
+from maas_simulator.users import User
 from tests.factories import make_profile, make_site
 from tests.support.maas import API_KEY, Sim
 

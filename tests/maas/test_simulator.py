@@ -29,7 +29,7 @@ import requests
 from maas_client.client import MaasClient
 from maas_simulator import scenario
 from maas_simulator.model import Simulator
-from tests.support.maas import API_KEY, Api, Sim, make_sim
+from tests.support.maas import API_KEY, Api, Sim, b64_multipart, make_sim
 
 ALICE_KEY = "AliceConsumerKey12:AliceTokenKey12345:AliceTokenSecretABCDEFGHIJKLMNOP"
 BOB_KEY = "BobConsumerKey1234:BobTokenKey1234567:BobTokenSecretABCDEFGHIJKLMNOPQR"
@@ -61,25 +61,6 @@ STATUS_LABELS = {
     "testing": (21, "Testing"),
     "failed_testing": (22, "Failed testing"),
 }
-
-
-def b64_multipart(fields: list[tuple[str, bytes]]) -> tuple[bytes, str]:
-    """A multipart body whose every part is base64-encoded, as python-libmaas sends it."""
-    boundary = "sim-test-boundary"
-    out = b""
-    for name, value in fields:
-        out += (
-            (
-                f"--{boundary}\r\n"
-                f'Content-Disposition: form-data; name="{name}"\r\n'
-                'Content-Type: text/plain; charset="utf-8"\r\n'
-                "Content-Transfer-Encoding: base64\r\n\r\n"
-            ).encode()
-            + base64.b64encode(value)
-            + b"\r\n"
-        )
-    out += f"--{boundary}--\r\n".encode()
-    return out, f"multipart/form-data; boundary={boundary}"
 
 
 @pytest.fixture
@@ -200,7 +181,8 @@ def test_non_admin_users_meet_maas_permissions(sims: list[Sim]) -> None:
     # nor may bob see it: a user sees free machines and their own (NodePermission.view)
     assert (bob.get(f"machines/{sid}/").status_code, bob.get("machines/").json()) == (403, [])
     assert [m["system_id"] for m in alice.get("machines/").json()] == [sid]
-    assert admin.ok(sid, "abort")["status_name"] == "Allocated"  # admins may edit anything
+    assert admin.ok(sid, "abort")["status_name"] == "Deploying"  # admins may edit anything
+    assert admin.status(sid) == "Allocated"  # the change follows the answer
     assert alice.ok(sid, "release")["status_name"] == "Ready"
     assert [m["system_id"] for m in bob.get("machines/").json()] == [sid]
 
@@ -402,10 +384,17 @@ def test_abort_is_refused_outside_running_operations(api: Api, sim: Sim) -> None
 
 
 def test_abort_lands_where_maas_puts_each_operation(capi: Api, clock_sim: Sim) -> None:
+    """MAAS answers abort with the status the machine had (the owner of a commissioning is
+    cleared at once); the new status follows once the power-off went out."""
     commissioning = clock_sim.add(hostname="ab1", status="new")
     assert capi.ok(commissioning, "commission")["status_name"] == "Commissioning"
     aborted = capi.ok(commissioning, "abort", comment="wrong rack")
-    assert (aborted["status_name"], aborted["owner"]) == ("New", None)
+    assert (aborted["status_name"], aborted["owner"]) == ("Commissioning", None)
+    assert aborted["status_message"] == "Powering off"
+    assert aborted["commissioning_status_name"] == "Running"
+    after = capi.machine(commissioning)
+    assert (after["status_name"], after["owner"], after["power_state"]) == ("New", None, "off")
+    assert after["commissioning_status_name"] == "Aborted"
     events = capi.events(commissioning, level="DEBUG")
     assert events[0]["type"] == "Node changed status"
     request = next(e for e in events if e["type"] == "User aborting node commissioning")
@@ -415,18 +404,21 @@ def test_abort_lands_where_maas_puts_each_operation(capi: Api, clock_sim: Sim) -
 
     deploying = clock_sim.add(hostname="ab2", status="ready")
     capi.ok(deploying, "deploy")
-    assert capi.ok(deploying, "abort")["status_name"] == "Allocated"
+    assert capi.ok(deploying, "abort")["status_name"] == "Deploying"
+    assert capi.status(deploying) == "Allocated"
 
     erasing = clock_sim.add(hostname="ab3", status="deployed")
     assert capi.ok(erasing, "release", erase="true")["status"] == 14
-    failed = capi.ok(erasing, "abort")
+    assert capi.ok(erasing, "abort")["status"] == 14
+    failed = capi.machine(erasing)
     assert (failed["status"], failed["status_name"]) == (15, "Failed disk erasing")
 
     testing = clock_sim.add(hostname="ab4", status="new")
     capi.ok(testing, "commission")
     clock_sim.advance(90)
     assert capi.status(testing) == "Testing"
-    assert capi.ok(testing, "abort")["status_name"] == "Ready"  # tests right after commissioning
+    assert capi.ok(testing, "abort")["status_name"] == "Testing"
+    assert capi.status(testing) == "Ready"  # tests right after commissioning
 
 
 def test_mark_broken_needs_ownership_and_mark_fixed_needs_broken(api: Api, sim: Sim) -> None:

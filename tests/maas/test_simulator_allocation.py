@@ -395,7 +395,7 @@ def test_commissioning_results_the_legacy_way(sim: Sim, api: Api) -> None:
 
 
 def test_urls_maas_has_but_the_simulator_does_not_simulate(sim: Sim, api: Api) -> None:
-    for path in ("pods/", "ipranges/", "nodes/", "dhcp-snippets/", "account/prefs/sshkeys/"):
+    for path in ("pods/", "ipaddresses/", "nodes/", "dhcp-snippets/", "account/prefs/sslkeys/"):
         answer = api.get(path)
         assert (answer.status_code, answer.text) == (
             400,

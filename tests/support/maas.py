@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -76,6 +77,25 @@ class Sim:
         requests.delete(self.control + "counters", timeout=10)
 
 
+def b64_multipart(fields: list[tuple[str, bytes]]) -> tuple[bytes, str]:
+    """A multipart body whose every part is base64-encoded, as python-libmaas sends it."""
+    boundary = "sim-test-boundary"
+    out = b""
+    for name, value in fields:
+        out += (
+            (
+                f"--{boundary}\r\n"
+                f'Content-Disposition: form-data; name="{name}"\r\n'
+                'Content-Type: text/plain; charset="utf-8"\r\n'
+                "Content-Transfer-Encoding: base64\r\n\r\n"
+            ).encode()
+            + base64.b64encode(value)
+            + b"\r\n"
+        )
+    out += f"--{boundary}--\r\n".encode()
+    return out, f"multipart/form-data; boundary={boundary}"
+
+
 def oauth(key: str) -> OAuth1:
     ck, tk, ts = key.split(":")
     return OAuth1(ck, "", tk, ts, signature_method=oauthlib.oauth1.SIGNATURE_PLAINTEXT)
@@ -99,6 +119,27 @@ class Api:
     ) -> requests.Response:
         params = {"op": op} if op else None
         return self.session.post(self.root + path, params=params, data=data, timeout=10, **kw)
+
+    def send(
+        self, method: str, path: str, op: str | None = None, **fields: Any
+    ) -> requests.Response:
+        """A request shaped as MAAS clients send writes: ``op`` in the query string, the form
+        as multipart with every part base64-encoded (python-libmaas, Drydock). A list value
+        repeats the field."""
+        pairs = [
+            (name, str(item).encode())
+            for name, value in fields.items()
+            for item in (value if isinstance(value, list) else [value])
+        ]
+        body, content_type = b64_multipart(pairs)
+        return self.session.request(
+            method,
+            self.root + path,
+            params={"op": op} if op else None,
+            data=body,
+            headers={"Content-Type": content_type},
+            timeout=10,
+        )
 
     def machine(self, sid: str) -> dict[str, Any]:
         response = self.get(f"machines/{sid}/")

@@ -1,0 +1,494 @@
+"""The machine state machine: the lifecycle operations a user starts (commission, deploy,
+release with or without erase, abort, mark broken/fixed, lock, power) and the machine-driven
+steps each schedules on the simulator's clock (docs/simulator.md, "Timelines"; docs/maas-api.md
+§3.5, §4).
+
+Called by the API with the simulator lock held. Refusals raise MAAS's answers (``errors.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maas_client.status import RELEASABLE, NodeStatus
+from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.model import Simulator
+from maas_simulator.nodes import Machine
+from maas_simulator.users import User
+
+S = NodeStatus
+
+# MAAS-seconds timelines (docs/maas-api.md §4.4).
+COMMISSION_STEPS = (
+    (0, "INFO", "Commissioning", ""),
+    (3, "INFO", "Powering on", ""),
+    (15, "INFO", "Performing PXE boot", ""),
+    (30, "INFO", "Loading ephemeral", ""),
+    (50, "INFO", "Gathering information", ""),
+)
+COMMISSION_TESTING_AT = 80
+COMMISSION_READY_AT = 120
+DEPLOY_STEPS = (
+    (0, "INFO", "Deploying", ""),
+    (3, "INFO", "Powering on", ""),
+    (15, "INFO", "Performing PXE boot", ""),
+    (30, "INFO", "Loading ephemeral", ""),
+    (60, "INFO", "Configuring storage", ""),
+    (90, "INFO", "Installing OS", ""),
+    (180, "INFO", "Configuring OS", ""),
+    (200, "DEBUG", "Installation complete", "Node disabled netboot"),
+    (205, "INFO", "Rebooting", ""),
+)
+DEPLOY_INSTALL_LOG_AT = 200
+DEPLOY_FIRST_BOOT_AT = 260
+ERASE_STEPS = (
+    (3, "INFO", "Powering on", ""),
+    (10, "INFO", "Performing PXE boot", ""),
+    (20, "INFO", "Loading ephemeral", ""),
+)
+ERASE_SECONDS = {"quick": 30, "secure": 180, "full": 120}
+RELEASE_POWER_OFF_AT = 10
+
+
+def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> None:
+    if m.status not in {S.NEW, S.FAILED_COMMISSIONING, S.READY, S.BROKEN} or m.locked:
+        raise invalid(
+            {"__all__": ["Commission is not available because of the current state of the node."]}
+        )
+    if m.power_type == "":
+        raise ApiError(
+            500, "Unconfigured power type. Please configure the power type and try again."
+        )
+    ordinal = m.next_count("commission")
+    sim.start_op(m, "commission")
+    m.owner = user.username
+    m.error_description = ""
+    sim.request_event(m, "User starting node commissioning", "start commissioning", "", user)
+    # start_commissioning: the configuration is wiped unless it is to be kept.
+    if not params.get("skip_storage"):
+        m.storage.clear()
+    if not params.get("skip_networking"):
+        sim.clear_networking(m)
+    sim.set_status(m, S.COMMISSIONING)
+    sim.script_set(m, 0, passed=None)
+    sim.schedule_timeout(m, S.COMMISSIONING)
+    if m.faults.bmc_unreachable:
+        sim.schedule(m, 3, lambda sim, mm: power_failure(sim, mm, "on"))
+        return
+    if boots_elsewhere(sim, m):
+        return
+    sim.timeline(m, COMMISSION_STEPS, until=1e9)
+    if ordinal in m.faults.commission_failure:
+
+        def fail(sim: Simulator, mm: Machine) -> None:
+            sim.event(
+                mm,
+                "ERROR",
+                "Node commissioning failure",
+                "'cloudinit' running modules for final",
+            )
+            sim.finish_script_set(
+                mm, 0, passed=False, output=b"50-maas-01-commissioning: lshw exited 1\n"
+            )
+            sim.mark_failed(
+                mm,
+                "Commissioning failed, cloud-init reported a failure "
+                "(refer to the event log for more information)",
+            )
+            mm.power_state = "off"
+
+        sim.schedule(m, COMMISSION_TESTING_AT - 10, fail)
+        return
+    run_tests = (params.get("testing_scripts") or "").strip().lower() != "none"
+
+    def processed(sim: Simulator, mm: Machine) -> None:
+        # The commissioning output is processed: hardware, default layout, networking.
+        sim.discover(mm, storage=not params.get("skip_storage"))
+        if not params.get("skip_storage"):
+            sim.apply_layout(mm, sim.config["default_storage_layout"])
+        if not params.get("skip_networking"):
+            sim.reset_networking(mm)
+
+    def ready(sim: Simulator, mm: Machine) -> None:
+        if run_tests:
+            sim.finish_script_set(mm, 2, passed=True, output=b"smartctl-validate: PASSED\n")
+        else:
+            sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
+            processed(sim, mm)
+        mm.owner = None
+        mm.power_state = "off"
+        sim.set_status(mm, S.READY)
+        sim.event(mm, "INFO", "Ready", "")
+
+    if not run_tests:  # testing_scripts=none: straight to Ready, no Testing phase
+        sim.schedule(m, COMMISSION_TESTING_AT, ready)
+        return
+
+    def testing(sim: Simulator, mm: Machine) -> None:
+        sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
+        processed(sim, mm)
+        sim.set_status(mm, S.TESTING)
+        sim.event(mm, "INFO", "Running test", "smartctl-validate on sda")
+        sim.script_set(mm, 2, passed=None)
+        sim.schedule_timeout(mm, S.TESTING)
+
+    sim.schedule(m, COMMISSION_TESTING_AT, testing)
+    sim.schedule(m, COMMISSION_READY_AT, ready)
+
+
+def commissioning_passed(sim: Simulator, m: Machine) -> bool:
+    sets = [s for s in m.script_sets if s.type == 0]
+    return bool(sets) and sets[-1].status == 2
+
+
+def power_on(sim: Simulator, m: Machine) -> None:
+    """MAAS powers the machine on (or cycles it) for an ephemeral boot."""
+    m.power_state = "on"
+    if m.faults.enlist_on_power_cycle:
+        # The BMC answers for another box: that one PXE boots from MACs MAAS does not know
+        # and enlists itself as a NEW machine (with the same BMC address).
+        m.faults.enlist_on_power_cycle = False
+        stranger = sim.add_machine(
+            power_type=m.power_type, power_parameters=dict(m.power_parameters)
+        )
+        sim.event(stranger, "INFO", "New", "")
+
+
+def boots_elsewhere(sim: Simulator, m: Machine) -> bool:
+    """Power the machine on for commissioning. With ``enlist_on_power_cycle`` the box that
+    boots enlists itself as another machine instead: this record's commissioning never
+    hears back (MAAS's node timeout fails it)."""
+    elsewhere = m.faults.enlist_on_power_cycle
+    power_on(sim, m)
+    return elsewhere
+
+
+def power_failure(sim: Simulator, m: Machine, change: str) -> None:
+    """What the rack reports when the BMC cannot be reached (``power_change_failure``)."""
+    message = (
+        f"Power {change} for the node failed: Connection timed out while performing power "
+        "action.  Check BMC configuration and connectivity and try again."
+    )
+    m.power_state = "error"
+    if m.status == S.DEPLOYING:
+        sim.release_auto_ips(m)  # the claim is undone when the power-on fails
+    sim.mark_failed(m, message)
+    sim.event(m, "ERROR", f"Failed to power {change} node", message)
+
+
+def acquire(sim: Simulator, m: Machine, user: User, agent_name: str, comment: str) -> None:
+    """``Node.acquire``: Allocated to the caller, with the agent name it gave."""
+    sim.request_event(m, "User acquiring node", "acquire", comment, user)
+    m.storage.acquire()  # _create_acquired_filesystems
+    sim.set_status(m, S.ALLOCATED)
+    m.owner = user.username
+    m.agent_name = agent_name
+
+
+def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> None:
+    if m.status == S.READY:
+        if m.owner is not None and m.owner != user.username:
+            raise conflict("Can't allocate a machine belonging to another user.")
+        acquire(sim, m, user, params.get("agent_name") or "", params.get("comment") or "")
+    elif m.status == S.ALLOCATED and m.owner != user.username and not user.is_superuser:
+        raise ApiError(403, "")  # no edit permission on someone else's machine
+    if m.status != S.ALLOCATED:  # DEPLOYING not in NODE_TRANSITIONS[status]
+        raise conflict(f"Can't deploy a machine that is in the '{m.status.label}' state")
+    ordinal = m.next_count("deploy")
+    sim.start_op(m, "deploy")
+    m.osystem = "ubuntu"
+    m.distro_series = params["distro_series"]
+    m.hwe_kernel = params.get("hwe_kernel") or None
+    m.user_data = params.get("user_data")
+    m.enable_hw_sync = bool(params.get("enable_hw_sync"))
+    m.sync_interval = 900 if m.enable_hw_sync else None
+    m.error_description = ""
+    sim.request_event(m, "User starting deployment", "start", "", user)
+    sim.set_status(m, S.DEPLOYING)
+    sim.script_set(m, 1, passed=None)
+    sim.schedule_timeout(m, S.DEPLOYING)
+    # The AUTO addresses are claimed after the commit, a moment after MAAS answers.
+    sim.schedule(m, 0, lambda sim, mm: sim.claim_auto_ips(mm))
+    if m.faults.bmc_unreachable:
+        sim.schedule(m, 3, lambda sim, mm: power_failure(sim, mm, "on"))
+        return
+    power_on(sim, m)
+    if ordinal in m.faults.deploy_curtin_failure:
+        sim.timeline(m, DEPLOY_STEPS, until=90)
+
+        def curtin_fail(sim: Simulator, mm: Machine) -> None:
+            sim.event(mm, "ERROR", "Node installation failure", "'curtin' command install")
+            sim.finish_script_set(
+                mm,
+                1,
+                passed=False,
+                output=b"curtin: Installation failed with exception: Unexpected error while "
+                b"running command.\nCommand: ['sgdisk', '--zap-all', '/dev/sda']\n",
+            )
+            sim.mark_failed(
+                mm, "Installation failed (refer to the installation log for more information)."
+            )
+
+        sim.schedule(m, 120, curtin_fail)
+        return
+    sim.timeline(m, DEPLOY_STEPS, until=1e9)
+
+    def install_log(sim: Simulator, mm: Machine) -> None:
+        mm.netboot = False  # curtin's netboot_off ("Installation complete")
+        sim.finish_script_set(mm, 1, passed=True, output=b"curtin: Installation finished.\n")
+        sim.event(
+            mm,
+            "DEBUG",
+            "Script result",
+            "/tmp/install.log changed status from 'Running' to 'Passed'",  # noqa: S108
+        )
+
+    sim.schedule(m, DEPLOY_INSTALL_LOG_AT, install_log)
+    if ordinal in m.faults.deploy_datasource_failure:
+        # The installed OS never reaches the MAAS datasource: no user-data request, so MAAS
+        # never marks it Deployed; the node timeout fires 30 minutes after deploy started.
+        sim.schedule(
+            m,
+            DEPLOY_FIRST_BOOT_AT,
+            lambda sim, mm: sim.event(
+                mm,
+                "DEBUG",
+                "Node installation",
+                "'cloudinit' searching for network data from DataSourceMAAS",
+            ),
+        )
+        return
+
+    def first_boot(sim: Simulator, mm: Machine) -> None:
+        # cloud-init of the installed OS asks for user-data: MAAS ends the deployment.
+        sim.set_status(mm, S.DEPLOYED)
+        if mm.enable_hw_sync:
+            mm.last_sync = sim.now()
+        sim.event(
+            mm,
+            "INFO",
+            "Image Deployed",
+            f"deployed {mm.osystem}/{mm.distro_series}/{mm.architecture}",
+        )
+        sim.event(mm, "INFO", "Deployed", "")
+        if sim.node_side is not None:
+            sim.node_side(sim, mm)  # the node side (enrollment call) plugs in here
+
+    sim.schedule(m, DEPLOY_FIRST_BOOT_AT, first_boot)
+
+
+def release(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> None:
+    if m.status in (S.RELEASING, S.READY):
+        return  # a redundant retry: the postcondition already holds
+
+    if m.status not in RELEASABLE:
+        raise conflict(f"Machine cannot be released in its current state ('{m.status.label}').")
+    erase = params.get("erase")
+    if erase is None:  # not sent: the region's default (an explicit false wins)
+        erase = sim.config["enable_disk_erasing_on_release"]
+    ordinal = m.next_count("release")
+    sim.start_op(m, "release")
+    comment = params.get("comment") or ""
+    if not erase:
+        sim.request_event(m, "User releasing node", "release", comment, user)
+        start_release(sim, m)
+        return
+    # Only the wipe-disks release script: MAAS keeps the old "Disk erasing" statuses. The
+    # machine keeps its owner and OS until the wipe has finished and release() runs.
+    if params.get("secure_erase"):
+        mode = "secure"
+    elif params.get("quick_erase"):
+        mode = "quick"
+    else:
+        mode = "full"
+    sim.request_event(m, "User erasing disk", "start disk erasing", comment, user)
+    sim.set_status(m, S.DISK_ERASING)
+    sim.script_set(m, 3, passed=None)
+    sim.schedule_timeout(m, S.DISK_ERASING)
+    m.power_state = "on"
+    sim.timeline(m, ERASE_STEPS, until=1e9)
+    if m.faults.release_stuck:
+        return  # the ephemeral environment never reports back
+    if ordinal in m.faults.erase_failure:
+
+        def erase_fail(sim: Simulator, mm: Machine) -> None:
+            sim.finish_script_set(
+                mm,
+                3,
+                passed=False,
+                output=b"wipe-disks: /dev/sda: secure erase failed: Input/output error\n",
+            )
+            sim.mark_failed(mm, "Failed to erase disks.")
+            mm.power_state = "off"
+
+        sim.schedule(m, ERASE_SECONDS[mode], erase_fail)
+        return
+
+    def erased(sim: Simulator, mm: Machine) -> None:
+        sim.finish_script_set(mm, 3, passed=True, output=b"wipe-disks: done\n")
+        sim.event(mm, "INFO", "Disks erased", "")
+        start_release(sim, mm)
+
+    sim.schedule(m, ERASE_SECONDS[mode], erased)
+
+
+def start_release(sim: Simulator, m: Machine) -> None:
+    """``Node._release``: RELEASING, clear the deployment, power off, then finalise."""
+    sim.set_status(m, S.RELEASING)
+    m.osystem = m.distro_series = ""
+    m.hwe_kernel = None
+    m.enable_hw_sync, m.last_sync, m.sync_interval = False, None, None
+    m.user_data = None
+    m.netboot = True
+    m.agent_name = ""
+    sim.release_auto_ips(m)
+    m.storage.release()  # _clear_acquired_filesystems
+    sim.event(m, "INFO", "Releasing", "")
+    if m.faults.release_stuck:
+        sim.schedule_timeout(m, S.RELEASING)  # power-off is never observed
+        return
+    if m.power_state == "off" or m.power_type == "manual":
+        finalize_release(sim, m)
+        return
+    sim.event(m, "INFO", "Powering off", "")
+    sim.schedule_timeout(m, S.RELEASING)
+
+    def powered_off(sim: Simulator, mm: Machine) -> None:
+        mm.power_state = "off"
+        finalize_release(sim, mm)
+
+    sim.schedule(m, RELEASE_POWER_OFF_AT, powered_off)
+
+
+def finalize_release(sim: Simulator, m: Machine) -> None:
+    """READY, or NEW if the machine never commissioned successfully; owner cleared."""
+    sim.set_status(m, S.READY if commissioning_passed(sim, m) else S.NEW)
+    m.owner = None
+    m.owner_data = {}
+    sim.event(m, "INFO", "Released", "")
+
+
+ABORTS = {  # request event, its action, status event
+    S.COMMISSIONING: (
+        "User aborting node commissioning",
+        "abort commissioning",
+        "Aborted commissioning",
+    ),
+    S.DEPLOYING: ("User aborting deployment", "abort deploying", "Aborted deployment"),
+    S.DISK_ERASING: ("User aborting disk erase", "abort disk erasing", "Aborted disk erasing"),
+    S.TESTING: ("User aborting node testing", "abort testing", "Aborted testing"),
+}
+
+
+def abort(sim: Simulator, m: Machine, user: User, comment: str) -> None:
+    if m.status not in ABORTS:
+        raise conflict(
+            f"Cannot abort in current state: node {m.system_id} is in state {m.status.label}."
+        )
+    target = {
+        S.COMMISSIONING: S.NEW,
+        S.DEPLOYING: S.ALLOCATED,
+        S.DISK_ERASING: S.FAILED_DISK_ERASING,
+        # testing right after commissioning: straight to Ready
+        S.TESTING: S.READY if m.previous_status == S.COMMISSIONING else m.previous_status,
+    }[m.status]
+    request_event, action, status_event = ABORTS[m.status]
+    if m.status == S.COMMISSIONING:
+        m.owner = None
+    sim.start_op(m, "abort")
+    sim.request_event(m, request_event, action, comment, user)
+    sim.event(m, "INFO", status_event, "")
+    if m.power_state == "on":
+        sim.event(m, "INFO", "Powering off", "")
+
+    def stopped(sim: Simulator, mm: Machine) -> None:
+        # _abort_*_async: after the commit, once the power-off went out, running scripts
+        # end Aborted and the status moves; the answer to abort shows the status before.
+        sim.end_running_scripts(mm, 5)
+        mm.power_state = "off"
+        sim.set_status(mm, target)
+
+    sim.schedule(m, 0, stopped)
+
+
+def mark_broken(sim: Simulator, m: Machine, user: User, comment: str) -> None:
+    if m.owner != user.username:
+        raise ApiError(403, "")
+
+    sim.start_op(m, "mark_broken")
+    sim.request_event(m, "User marking node broken", "mark broken", comment, user)
+    if m.status in RELEASABLE:  # release first (RELEASING, OS cleared, power off)
+        sim.set_status(m, S.RELEASING)
+        m.osystem = m.distro_series = ""
+        m.agent_name = ""
+        sim.release_auto_ips(m)
+        m.storage.release()
+        m.hwe_kernel = None
+        m.enable_hw_sync, m.last_sync, m.sync_interval = False, None, None
+        m.netboot = True
+        sim.event(m, "INFO", "Releasing", "")
+        if m.power_state == "on":
+            sim.event(m, "INFO", "Powering off", "")
+            m.power_state = "off"
+    sim.set_status(m, S.BROKEN)
+    m.owner = None
+    m.error_description = comment
+
+
+def mark_fixed(sim: Simulator, m: Machine, user: User, comment: str) -> None:
+    if m.status != S.BROKEN:
+        raise conflict("Can't mark a non-broken node as 'Ready'.")
+    sim.start_op(m, "mark_fixed")
+    sim.request_event(m, "User marking node fixed", "mark fixed", comment, user)
+    sim.set_status(m, S.DEPLOYED if m.previous_status == S.DEPLOYED else S.READY)
+    m.error_description = ""
+    m.osystem = m.distro_series = ""
+    m.hwe_kernel = None
+
+
+def lock_machine(sim: Simulator, m: Machine, user: User, comment: str) -> None:
+    sim.request_event(m, "User locking node", "lock", comment, user)
+    if m.status not in (S.DEPLOYED, S.DEPLOYING):
+        raise conflict("Can't lock, node is not deployed or deploying")
+    m.locked = True
+    m.touch(sim.now())
+
+
+def unlock_machine(sim: Simulator, m: Machine, user: User, comment: str) -> None:
+    sim.request_event(m, "User unlocking node", "unlock", comment, user)
+    m.locked = False
+    m.touch(sim.now())
+
+
+def power(sim: Simulator, m: Machine, user: User, on: bool, comment: str = "") -> None:
+    """power_on / power_off: MAAS answers at once; the BMC is driven after the commit."""
+    if on and m.owner is None:
+        raise conflict("Can't start node: it hasn't been allocated.")
+    change = "on" if on else "off"
+    sim.request_event(
+        m,
+        "User powering up node" if on else "User powering down node",
+        "start" if on else "stop",
+        comment,
+        user,
+    )
+    sim.event(m, "INFO", "Powering on" if on else "Powering off", "")
+    if m.faults.bmc_unreachable:
+        sim.schedule(m, 3, lambda sim, mm: power_failure(sim, mm, change))
+        return
+    if on:
+        power_on(sim, m)
+    else:
+        m.power_state = "off"
+
+
+def query_power(sim: Simulator, m: Machine) -> str:
+    if m.faults.bmc_unreachable:
+        message = (
+            "Connection timed out while performing power action.  Check BMC configuration "
+            "and connectivity and try again."
+        )
+        m.power_state = "error"
+        sim.event(m, "WARNING", "Failed to query node's BMC", message)
+        raise ApiError(503, message)
+    return m.power_state

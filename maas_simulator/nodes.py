@@ -1,0 +1,213 @@
+"""Nodes as the simulated region holds them: machines (what MAAS knows of them and what they
+really have), devices, the rack controller, their script results, and the boot images a machine
+can be deployed with (docs/simulator.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from maas_client.status import NodeStatus
+from maas_simulator.faults import MachineFaults
+from maas_simulator.interfaces import Interface
+from maas_simulator.storage import Storage
+from maas_simulator.users import Event
+
+S = NodeStatus
+
+
+@dataclass
+class ScriptResult:
+    id: int
+    name: str
+    status: int  # SCRIPT_STATUS
+    output: bytes
+    started: float | None
+    ended: float | None
+    exit_status: int | None = None
+
+
+SCRIPT_STATUS = {
+    0: "Pending",
+    1: "Running",
+    2: "Passed",
+    3: "Failed",
+    4: "Timed out",
+    5: "Aborted",
+    6: "Degraded",
+    9: "Skipped",
+}
+RESULT_TYPES = {0: "Commissioning", 1: "Installation", 2: "Testing", 3: "Release"}
+
+
+@dataclass
+class ScriptSet:
+    id: int
+    type: int
+    started: float
+    results: list[ScriptResult] = field(default_factory=list)
+    ended: float | None = None
+
+    @property
+    def status(self) -> int:
+        statuses = {r.status for r in self.results}
+        for candidate in (3, 4, 5, 1, 0):
+            if candidate in statuses:
+                return candidate
+        return 2
+
+
+@dataclass
+class Hardware:
+    """What the machine really has; MAAS learns it by commissioning (or enlistment)."""
+
+    cpu_count: int = 128
+    memory: int = 2 * 1024 * 1024  # MiB
+    disks: list[dict[str, Any]] | None = None  # None: the default GPU server's disks
+
+
+@dataclass
+class Machine:
+    system_id: str
+    hostname: str
+    architecture: str = "amd64/generic"
+    status: NodeStatus = S.NEW
+    previous_status: NodeStatus = S.NEW
+    power_type: str = "ipmi"
+    power_parameters: dict[str, Any] = field(default_factory=dict)
+    power_state: str = "off"
+    owner: str | None = None
+    agent_name: str = ""
+    osystem: str = ""
+    distro_series: str = ""
+    hwe_kernel: str | None = None
+    error_description: str = ""
+    interfaces: list[Interface] = field(default_factory=list)
+    hardware: Hardware = field(default_factory=Hardware)
+    cpu_count: int = 0  # as MAAS knows it: 0 until commissioning has run
+    memory: int = 0
+    storage: Storage = field(default_factory=Storage)
+    tags: set[str] = field(default_factory=set)
+    zone: str = "default"
+    pool: str = "default"
+    enable_hw_sync: bool = False
+    last_sync: float | None = None
+    sync_interval: int | None = None
+    user_data: bytes | None = None
+    owner_data: dict[str, str] = field(default_factory=dict)
+    locked: bool = False
+    netboot: bool = True
+    hardware_uuid: str = ""
+    faults: MachineFaults = field(default_factory=MachineFaults)
+    # operation bookkeeping
+    op_id: int = 0
+    op_name: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    last_event: Event | None = None
+    script_sets: list[ScriptSet] = field(default_factory=list)
+    created: float = 0.0
+    updated: float = 0.0
+    _json: bytes | None = None
+
+    node_type = 0
+    is_controller = False
+
+    def touch(self, now: float) -> None:
+        self.updated = now
+        self._json = None
+
+    @property
+    def boot_interface(self) -> Interface | None:
+        return self.interfaces[0] if self.interfaces else None
+
+    @property
+    def power_address(self) -> str:
+        return str(self.power_parameters.get("power_address", ""))
+
+    def next_count(self, op: str) -> int:
+        self.counts[op] = self.counts.get(op, 0) + 1
+        return self.counts[op]
+
+
+@dataclass
+class Device:
+    """A MAAS device: a node MAAS only tracks (a switch, a PDU, a BMC), never deploys."""
+
+    system_id: str
+    hostname: str
+    owner: str | None = None
+    interfaces: list[Interface] = field(default_factory=list)
+    tags: set[str] = field(default_factory=set)
+    zone: str = "default"
+    description: str = ""
+    script_sets: list[ScriptSet] = field(default_factory=list)
+
+    node_type = 1
+    is_controller = False
+    status = S.DEPLOYED  # MAAS keeps devices in a fixed status; edits are never refused
+    locked = False
+
+    def touch(self, now: float) -> None:
+        pass
+
+
+@dataclass
+class RackController:
+    """The region's rack controller: a node with an interface and an address on every VLAN."""
+
+    system_id: str = "rack01"
+    hostname: str = "rack01"
+    interfaces: list[Interface] = field(default_factory=list)
+    script_sets: list[ScriptSet] = field(default_factory=list)
+    owner: str | None = None
+    tags: set[str] = field(default_factory=set)
+    zone: str = "default"
+
+    node_type = 2
+    is_controller = True
+    status = S.DEPLOYED
+    locked = False
+
+    def touch(self, now: float) -> None:
+        pass
+
+
+Node = Machine | Device | RackController
+
+
+@dataclass
+class BootResource:
+    id: int
+    name: str  # ubuntu/jammy
+    architecture: str  # amd64/ga-22.04
+    type: str = "Synced"
+
+
+def default_disks(n: int) -> list[dict[str, Any]]:
+    """A GPU server's disks: a 960 GB M.2 boot SSD and a 7.68 TB U.2 data SSD."""
+    return [
+        {
+            "name": "nvme0n1",
+            "size": 960_197_124_096,
+            "block_size": 512,
+            "model": "SAMSUNG MZ1L2960HCJR-00A07",
+            "serial": f"S665NE0R{n:06d}",
+            "firmware_version": "GDC7302Q",
+            "tags": ["ssd"],
+        },
+        {
+            "name": "nvme1n1",
+            "size": 7_681_501_126_656,
+            "block_size": 4096,
+            "model": "SAMSUNG MZQL27T6HBLA-00A07",
+            "serial": f"S6CKNE0W{n:06d}",
+            "firmware_version": "GDC5902Q",
+            "tags": ["ssd"],
+        },
+    ]
+
+
+def node_mac(n: int, nic: int) -> str:
+    """The generated MAC of NIC ``nic`` of the ``n``-th node."""
+    return f"52:54:{(n >> 16) & 0xFF:02x}:{(n >> 8) & 0xFF:02x}:{n & 0xFF:02x}:{nic:02x}"
