@@ -1,0 +1,114 @@
+"""Onboarding stages (docs/architecture.md, "Onboarding stages"), one module each. Each looks
+at MAAS first, acts once, and returns a result; its declaration below says everything else about
+it (timeout, MAAS calls, the MAAS statuses reconciliation expects while it runs).
+
+A stage run twice makes its MAAS mutation once: it adopts what MAAS already shows, and the
+engine's intent log (``ctx.sent``) tells a re-run that a mutation may already have been sent.
+"""
+
+from __future__ import annotations
+
+from onboarding.models import Onboarding
+from onboarding.stages.commission import PAST_COMMISSIONING, commission
+from onboarding.stages.common import S
+from onboarding.stages.deploy import deploy
+from onboarding.stages.discover import discover
+from onboarding.stages.enrollment import complete, enrollment, hardware_sync
+from onboarding.stages.payload import payload_stage
+from onboarding.stages.preflight import preflight
+from onboarding.stages.reachability import reachability, reachability_applies
+from onboarding.stages.recovery import adopt_stage, cancel, reset
+from onboarding.stages.storage_pxe import storage_pxe
+from workflows.kinds import Stage
+
+__all__ = ["CANCEL", "RESET", "STAGES", "adopt_stage"]
+
+# What MAAS may show while a workflow is in a stage (reconciliation: anything else is drift).
+# Each set also allows the previous stage's statuses: MAAS is read a moment before our rows.
+# A rerun or adopt of a machine already allocated or deployed passes commission and storage_pxe
+# as it is, so those statuses are expected there too.
+COMMISSIONING = frozenset(
+    {S.NEW, S.COMMISSIONING, S.TESTING, S.READY, S.FAILED_COMMISSIONING, *PAST_COMMISSIONING}
+)
+DEPLOYING = frozenset(
+    {S.READY, S.ALLOCATED, S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT, S.RELEASING}
+)
+
+STAGES: list[Stage[Onboarding]] = [
+    Stage("preflight", preflight, 300, ("GET node-facing URLs (not MAAS)",)),
+    Stage(
+        "discover",
+        discover,
+        1800,
+        (
+            "GET machines/?hostname=",
+            "GET machines/?op=power_parameters",
+            "POST machines/ (create, only if no machine matches)",
+        ),
+    ),
+    Stage(
+        "commission",
+        commission,
+        3600,
+        ("GET machine", "POST op=commission (unless Ready)"),
+        expects=COMMISSIONING,
+    ),
+    Stage(
+        "storage_pxe",
+        storage_pxe,
+        600,
+        (
+            "POST op=set_storage_layout",
+            "GET subnets/",
+            "POST interface op=unlink_subnet/link_subnet (only if not AUTO on the PXE subnet)",
+        ),
+        expects=COMMISSIONING | {S.READY},
+    ),
+    Stage(
+        "reachability",
+        reachability,
+        1800,
+        ("POST op=test (the policy's testing script, node-facing URLs)", "GET results"),
+        expects=frozenset({S.READY, S.TESTING, S.FAILED_TESTING}),
+        applies=reachability_applies,
+    ),
+    Stage("payload", payload_stage, 300, expects=frozenset({S.READY, S.ALLOCATED, S.DEPLOYED})),
+    Stage(
+        "deploy",
+        deploy,
+        3600,
+        (
+            "GET machine",
+            "POST op=deploy (unless Deployed)",
+            "on a datasource failure: POST op=release then op=deploy",
+        ),
+        expects=DEPLOYING,
+    ),
+    Stage(
+        "hardware_sync",
+        hardware_sync,
+        1800,
+        ("GET machine (if required)",),
+        expects=DEPLOYING,
+    ),
+    Stage("enrollment", enrollment, 1800, expects=frozenset({S.DEPLOYED, S.DEPLOYING})),
+    Stage("complete", complete, 300, ("GET machine",), expects=frozenset({S.DEPLOYED})),
+]
+RESET: Stage[Onboarding] = Stage(
+    "reset",
+    reset,
+    None,
+    (
+        "GET machine",
+        "POST op=abort (if in progress)",
+        "POST op=release (if allocated/deployed)",
+        "DELETE machine (if this workflow created it)",
+    ),
+    machine_may_vanish=True,
+)
+CANCEL: Stage[Onboarding] = Stage(
+    "cancel",
+    cancel,
+    None,
+    ("GET machine", "POST op=abort (if in progress)", "POST op=release (if allocated)"),
+)

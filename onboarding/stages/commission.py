@@ -1,0 +1,52 @@
+"""Stage 3, commission: MAAS inventories the machine; adopt a commissioning already done."""
+
+from __future__ import annotations
+
+from onboarding.stages.common import POLL, Ctx, S, learned, read_machine, send_commission
+from workflows.results import Done, Fail, Result, Wait
+
+# -- 3. commission --------------------------------------------------------------------------------
+
+
+def commission(ctx: Ctx) -> Result:
+    machine = read_machine(ctx)
+    ctx.observe(machine)
+    status = machine.status
+    if status in (S.COMMISSIONING, S.TESTING):
+        return Wait(f"commissioning ({machine.status_name})", machine.system_id, int(status), POLL)
+    if status == S.READY:
+        sent = ctx.sent("commission")
+        return Done(
+            "commissioned" if sent else "already Ready in MAAS; not recommissioned",
+            learned(machine),
+        )
+    if status in (S.FAILED_COMMISSIONING, S.FAILED_TESTING) and ctx.sent("commission"):
+        return Fail(
+            "commissioning",
+            f"MAAS commissioning failed: {machine.status_message or machine.status_name}"
+            + _failed_scripts(ctx, machine.system_id),
+            {"maas_status": machine.status_name},
+        )
+    if status in PAST_COMMISSIONING:
+        # MAAS's truth (a rerun or adopt of a machine already commissioned and allocated or
+        # deployed): commissioning would wipe it; later stages take it as it is.
+        return Done(f"MAAS shows {machine.status_name}: commissioned before; not recommissioned")
+    if status in (S.NEW, S.BROKEN, S.FAILED_COMMISSIONING, S.FAILED_TESTING):
+        send_commission(ctx, machine)
+        return Wait("commissioning", machine.system_id, int(S.COMMISSIONING), POLL)
+    return Fail(
+        "unexpected_state",
+        f"machine is {machine.status_name} in MAAS; onboarding needs New or Ready "
+        "(release it in MAAS, or adopt the workflow)",
+    )
+
+
+PAST_COMMISSIONING = (S.ALLOCATED, S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT)
+
+
+def _failed_scripts(ctx: Ctx, system_id: str) -> str:
+    sets = ctx.maas.script_results(system_id, result_type="commissioning")
+    failed = [
+        r.name for s in sets[-1:] for r in s.results if r.status_name in ("Failed", "Timed out")
+    ]
+    return f"; failed scripts: {', '.join(failed)}" if failed else ""

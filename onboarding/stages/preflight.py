@@ -1,0 +1,60 @@
+"""Stage 1, preflight: the node-facing URLs answer, the RoCE plan and site trust are in place."""
+
+from __future__ import annotations
+
+from maas_domain import urlsafety
+from maas_domain.models import RoceAssignment
+from maas_domain.pki import parse_ca_bundle
+from maas_domain.services.guardrails import target_problems
+from onboarding import payload
+from onboarding.fetchcheck import fetch_problem
+from onboarding.stages.common import Ctx
+from workflows.results import Done, Fail, Result
+
+# -- 1. preflight ---------------------------------------------------------------------------------
+
+
+def preflight(ctx: Ctx) -> Result:
+    wf, policy = ctx.wf, ctx.policy
+    site = wf.site
+    problems = target_problems(site, wf.profile, wf.sku)
+    if policy.bootstrap_bundle_ref.startswith("oci://"):
+        problems.append(
+            "site bootstrap bundle is an oci:// reference: the first-boot payload fetches with "
+            "curl, so only https:// bundles are accepted"
+        )
+    if policy.bootstrap_bundle_ref and not (
+        policy.bootstrap_bundle_version and policy.bootstrap_bundle_digest
+    ):
+        problems.append("site bootstrap bundle reference lacks a version or digest")
+    if site.ca_bundle_pem.strip():
+        try:
+            parse_ca_bundle(site.ca_bundle_pem)
+        except ValueError as exc:
+            problems.append(f"site CA material is not a real PEM certificate: {exc}")
+    else:
+        problems.append("site has no CA material for nodes to trust the control plane")
+    if (
+        policy.roce_phase2_enabled
+        and not RoceAssignment.objects.filter(site=site, hostname=wf.hostname).exists()
+    ):
+        problems.append(f"profile enables phase-2 RoCE but {wf.hostname} has no RoCE assignment")
+    problems += [f"first-boot payload refused: {p}" for p in payload.problems(wf, policy)]
+    for label, url in fetch_targets(ctx):
+        reason = fetch_problem(url)
+        if reason:
+            problems.append(f"{label} {urlsafety.display(url)} is not fetchable: {reason}")
+    if problems:
+        return Fail("preflight", "; ".join(problems), {"problems": problems})
+    return Done("preflight checks passed")
+
+
+def fetch_targets(ctx: Ctx) -> list[tuple[str, str]]:
+    targets = [
+        ("bootstrap endpoint", f"{payload.node_api_url(ctx.wf.site)}/api/v1/node/health"),
+        ("node-agent bootstrap script", payload.agent_script_url(ctx.wf.site)),
+    ]
+    ref = ctx.policy.bootstrap_bundle_ref
+    if ref.startswith(("http://", "https://")):
+        targets.append(("site bootstrap bundle", ref))
+    return targets

@@ -1,0 +1,69 @@
+"""Stage 4b, reachability from the node's own network: an infra-owned testing script fetches the
+node-facing URLs.
+"""
+
+from __future__ import annotations
+
+from maas_domain import redaction, urlsafety
+from onboarding.models import Onboarding
+from onboarding.stages.common import POLL, Ctx, S, read_machine
+from onboarding.stages.preflight import fetch_targets
+from workflows.results import Done, Fail, Result, Wait
+
+# -- 4b. reachability from the node's own network -------------------------------------------------
+
+
+def reachability(ctx: Ctx) -> Result:
+    """The infra-owned testing script policy names runs on the machine (MAAS ``op=test``) with
+    the URLs the first boot will fetch; its result, read from MAAS, decides before deploy
+    (docs/onboarding.md, "Predeploy checks")."""
+    maas, script = ctx.maas, ctx.policy.reachability_script
+    machine = read_machine(ctx)
+    ctx.observe(machine)
+    sid = machine.system_id
+    if machine.status == S.TESTING:
+        return Wait(f"running {script} on the machine", sid, int(S.TESTING), POLL)
+    if not ctx.sent("test"):
+        if machine.status not in (S.READY, S.FAILED_TESTING):
+            return Fail(
+                "unexpected_state", f"machine is {machine.status_name}; the check needs Ready"
+            )
+        urls = [url for _, url in fetch_targets(ctx)]
+        maas.test(sid, testing_scripts=[script], parameters={f"{script}_url": ",".join(urls)})
+        ctx.event(
+            "maas.action",
+            f"{script} started on the machine",
+            urls=[urlsafety.display(url) for url in urls],
+        )
+        return Wait(f"running {script} on the machine", sid, int(S.TESTING), POLL)
+    sets = maas.script_results(sid, result_type="testing", include_output=True)
+    found = next((r for s in sets[::-1] for r in s.results if r.name == script), None)
+    if found is None:
+        return Fail(
+            "reachability",
+            f"MAAS has no result of testing script {script}: is it registered in MAAS?",
+        )
+    output = _shown_output(found.output, [url for _, url in fetch_targets(ctx)])
+    if found.status_name == "Passed":
+        ctx.event("reachability.checked", f"{script} passed on the machine", output=output[:2000])
+        return Done(f"the node's network reaches the control plane ({script} passed)")
+    if found.status_name in ("Pending", "Running"):
+        return Wait(f"running {script} on the machine", sid, int(machine.status), POLL)
+    ctx.event("reachability.failed", f"{script} {found.status_name}", output=output[:2000])
+    return Fail(
+        "reachability",
+        f"{script} {found.status_name.lower()} on the machine: {output[:400] or '(no output)'}",
+        {"script": script, "maas_status": machine.status_name},
+    )
+
+
+def _shown_output(output: str, urls: list[str]) -> str:
+    """The script's output as it may be stored (timeline, reason, events): the URLs it was given
+    shown without their query (a presigned bundle URL's signature), other secret shapes blanked."""
+    for url in urls:
+        output = output.replace(url, urlsafety.display(url))
+    return redaction.redact_text(output.strip())
+
+
+def reachability_applies(wf: Onboarding) -> bool:
+    return bool(wf.profile.effective_policy().reachability_script)
