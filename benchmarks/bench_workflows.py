@@ -61,8 +61,8 @@ from maas_simulator import scenario
 from maas_simulator.model import Simulator
 from maas_simulator.node import NodeSide
 from maas_simulator.server import SimulatorServer
+from onboarding.batches import onboarding_start_batch
 from onboarding.models import Onboarding
-from onboarding.services import onboarding_start_batch
 from workflows.scheduling import sweep
 
 KEY = "BenchConsumer12345:BenchToken12345678:BenchSecretABCDEFGHIJKLMNOPQRSTU"

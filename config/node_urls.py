@@ -5,7 +5,7 @@ from django.urls import include, path, re_path
 
 from maas_domain import health
 from maas_domain.api.exceptions import json_not_found
-from onboarding.urls import node_urlpatterns
+from onboarding.api.urls import node_urlpatterns
 
 urlpatterns = [
     path("health/live", health.live, name="health-live"),

@@ -443,7 +443,7 @@ SPECTACULAR_SETTINGS = {
         "DecommissionModeEnum": "decommission.models.Mode",
         "BatchStateEnum": "onboarding.models.BatchState",
         "ActiveStatusEnum": "maas_domain.models.sites.SiteStatus",
-        "NodeReportStatusEnum": "onboarding.api.NODE_REPORT_STATUSES",
+        "NodeReportStatusEnum": "onboarding.api.node.NODE_REPORT_STATUSES",
         "VerbEnum": "workflows.api.VERB_NAMES",
     },
     "POSTPROCESSING_HOOKS": [

@@ -10,8 +10,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from decommission.urls import admin_urlpatterns as decommission_admin
 from maas_domain import health
 from maas_domain.observability.views import metrics_view
-from onboarding.urls import admin_urlpatterns as onboarding_admin
-from onboarding.urls import node_urlpatterns
+from onboarding.api.urls import admin_urlpatterns as onboarding_admin
+from onboarding.api.urls import node_urlpatterns
 from reconciliation.urls import admin_urlpatterns as reconciliation_admin
 
 urlpatterns: list[URLPattern | URLResolver] = [

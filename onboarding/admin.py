@@ -22,8 +22,8 @@ from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus, SiteStatus
 from maas_domain.validators import hostname_error, ipv4_error
 from maas_domain.work import WorkflowState
-from onboarding import services
-from onboarding.api import batch_summary
+from onboarding import batches, services
+from onboarding.api.views import batch_summary
 from onboarding.models import Onboarding, OnboardingBatch
 from workflows.admin import STATE_COLOURS, WorkflowAdmin, state_badge
 
@@ -172,14 +172,14 @@ class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
         reason = request.POST.get("reason", "").strip()[:500]
         try:
             if action == "resume":
-                services.batch_resume(actor=request.user, batch_id=pk, reason=reason)
+                batches.batch_resume(actor=request.user, batch_id=pk, reason=reason)
                 self.message_user(request, f"batch {pk} resumed: its pending nodes start again")
             elif request.POST.get("confirmed") != "yes":
                 self.message_user(
                     request, "Tick the confirmation to cancel the whole batch.", messages.ERROR
                 )
             else:
-                done = services.batch_cancel(actor=request.user, batch_id=pk, reason=reason)
+                done = batches.batch_cancel(actor=request.user, batch_id=pk, reason=reason)
                 left = done["left_for_operator"]
                 self.message_user(
                     request,

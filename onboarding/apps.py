@@ -7,7 +7,7 @@ class OnboardingConfig(AppConfig):
 
     def ready(self) -> None:
         from maas_domain import events
-        from onboarding.batches import BATCH_PAUSED
+        from onboarding.budget import BATCH_PAUSED
         from onboarding.workflow import KIND
         from workflows.kinds import register
 

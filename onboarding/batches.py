@@ -1,114 +1,261 @@
-"""Batch canary and failure budget (docs/onboarding.md, "Batches: canary and failure budget").
-
-The batch's state lives on its row; the engine only asks, at admission, which pending rows must
-keep waiting (``held_back``, the kind's ``admission_filter``). Whether a batch passes its canary
-or pauses is decided where one of its workflows ends: the kind's hooks call ``after_success``
-and ``after_failure`` inside the transaction that records the outcome, so the pause, its reason,
-the audit row and the ``node.onboarding.batch_paused`` event exist exactly when the failure
-does.
+"""A batch of onboardings as one operation: start many hosts at once (all or none, each row
+checked), resume a paused batch, cancel what is still open. The canary and failure budget that
+pause a batch are the kind's hooks (``budget.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from maas_domain import audit, events
-from maas_domain.work import WorkflowState
+from maas_domain import audit, context
+from maas_domain.errors import Conflict, InvalidInput, NotFound
+from maas_domain.models import MaasSite, Node, NodeState
+from maas_domain.validators import hostname_error, ipv4_error
+from maas_domain.work import WorkflowState, open_workflows
+from onboarding import budget
 from onboarding.models import BatchState, Onboarding, OnboardingBatch
+from onboarding.services import (
+    bmc_holders,
+    check_guardrails,
+    resolve_target,
+    take_node,
+)
+from onboarding.workflow import KIND
+from workflows import verbs
+from workflows.dispatch import admit_after_commit
+from workflows.scheduling import Start, start_workflows
 
-W = WorkflowState
-BATCH_PAUSED = "node.onboarding.batch_paused"
-FAILED = (W.FAILED, W.MANUAL_INTERVENTION)
-
-
-def held_back() -> Q:
-    """Pending onboardings that must keep waiting: their batch is paused or cancelled, or it
-    has a canary that has not succeeded yet and they are not part of it."""
-    return Q(batch__state__in=[BatchState.PAUSED, BatchState.CANCELLED]) | Q(
-        batch__canary_size__gt=0, batch__canary_passed_at__isnull=True, batch_canary=False
-    )
-
-
-def _locked(wf: Onboarding) -> OnboardingBatch | None:
-    if not wf.batch_id:
-        return None
-    return OnboardingBatch.objects.select_for_update().filter(pk=wf.batch_id).first()
+MAX_BATCH = 5000
 
 
-def failures(batch: OnboardingBatch) -> int:
-    """Failed (or frozen) workflows of the batch since its last resume."""
-    total = Onboarding.objects.filter(batch=batch, state__in=FAILED).count()
-    return max(total - batch.failures_before_resume, 0)
+def _row_errors(rows: Any) -> list[dict[str, Any]]:
+    if not isinstance(rows, list) or not rows:
+        raise InvalidInput("Invalid batch.", fields={"rows": ["Must be a non-empty list."]})
+    if len(rows) > MAX_BATCH:
+        raise InvalidInput("Invalid batch.", fields={"rows": [f"At most {MAX_BATCH} rows."]})
+    errors: list[dict[str, Any]] = []
+    seen_host: dict[str, int] = {}
+    seen_ip: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            errors.append({"index": i, "field": None, "reason": "Must be an object."})
+            continue
+        for key in sorted(set(row) - {"hostname", "ipmi_ip"}):
+            errors.append({"index": i, "field": key, "reason": "Unknown field."})
+        for key, check in (("hostname", hostname_error), ("ipmi_ip", ipv4_error)):
+            if key not in row:
+                errors.append({"index": i, "field": key, "reason": "This field is required."})
+            elif reason := check(row[key]):
+                errors.append({"index": i, "field": key, "reason": reason})
+        host, ip = row.get("hostname"), row.get("ipmi_ip")
+        if isinstance(host, str) and host in seen_host:
+            errors.append(
+                {"index": i, "field": "hostname", "reason": f"Duplicate of row {seen_host[host]}."}
+            )
+        elif isinstance(host, str):
+            seen_host[host] = i
+        if isinstance(ip, str) and ip in seen_ip:
+            errors.append(
+                {
+                    "index": i,
+                    "field": "ipmi_ip",
+                    "reason": f"Same IPMI address as row {seen_ip[ip]}.",
+                }
+            )
+        elif isinstance(ip, str):
+            seen_ip[ip] = i
+    return errors
 
 
-def after_success(wf: Onboarding) -> None:
-    """A canary succeeded: once all of them have, the rest of the batch may start."""
-    if not wf.batch_canary:
-        return
-    batch = _locked(wf)
-    if batch is None or batch.canary_passed_at is not None:
-        return
-    waiting = Onboarding.objects.filter(batch=batch, batch_canary=True).exclude(state=W.SUCCEEDED)
-    if not waiting.exists():
-        batch.canary_passed_at = timezone.now()
-        batch.save(update_fields=["canary_passed_at"])
+def onboarding_start_batch(
+    *, actor: audit.Actor, site_id: Any, profile_id: Any, sku_id: Any, rows: Any
+) -> OnboardingBatch:
+    """All or nothing: any bad row, in-batch duplicate or host already onboarding rejects all."""
+    errors = _row_errors(rows)
+    target = resolve_target(site_id, profile_id, sku_id)
+    if errors:
+        raise InvalidInput(f"{len(errors)} row error(s); nothing was created.", rows=errors)
+    check_guardrails(target, hostnames=[r["hostname"] for r in rows], confirm_host=None)
+    site, hosts = target.site, [r["hostname"] for r in rows]
+    cid = context.current_correlation_id()
+    with transaction.atomic():
+        MaasSite.objects.select_for_update().filter(pk=site.pk).first()
+        busy = dict(
+            Onboarding.objects.filter(
+                Onboarding.open_filter(), site=site, hostname__in=hosts
+            ).values_list("hostname", "id")
+        )
+        nodes = {
+            n.hostname: n
+            for n in Node.objects.select_for_update()
+            .filter(site=site, hostname__in=hosts)
+            .exclude(state=NodeState.RETIRED)
+        }
+        held = {
+            w["hostname"]: w
+            for w in open_workflows(limit=None, node_id__in=[n.pk for n in nodes.values()])
+            if w["kind"] != "onboarding"
+        }
+        bmc = bmc_holders(site, {r["hostname"]: r["ipmi_ip"] for r in rows})
+        for i, row in enumerate(rows):
+            host = row["hostname"]
+            if host in bmc:
+                errors.append(
+                    {
+                        "index": i,
+                        "field": "ipmi_ip",
+                        "reason": f"{row['ipmi_ip']} is the BMC of live node {bmc[host]}.",
+                    }
+                )
+            if host in held:
+                w = held[host]
+                errors.append(
+                    {
+                        "index": i,
+                        "field": "hostname",
+                        "reason": f"node {host} has an open {w['kind']} ({w['id']}).",
+                    }
+                )
+            if host in busy:
+                errors.append(
+                    {
+                        "index": i,
+                        "field": "hostname",
+                        "reason": f"{host} already has an open onboarding ({busy[host]}).",
+                    }
+                )
+            node = nodes.get(host)
+            if node is not None and node.state not in (
+                NodeState.REGISTERED,
+                NodeState.PROVISIONING,
+            ):
+                errors.append(
+                    {"index": i, "field": "hostname", "reason": f"node {host} is {node.state}."}
+                )
+        if errors:
+            raise InvalidInput(f"{len(errors)} row error(s); nothing was created.", rows=errors)
+        new_nodes: list[Node] = []
+        existing: list[Node] = []
+        for row in rows:
+            node = nodes.get(row["hostname"])
+            taken = take_node(site, target.sku, row["hostname"], row["ipmi_ip"], node, checked=True)
+            (existing if node is not None else new_nodes).append(taken)
+            nodes[row["hostname"]] = taken
+        Node.objects.bulk_create(new_nodes, batch_size=1000)
+        Node.objects.bulk_update(existing, ["state", "sku", "ipmi_ip"], batch_size=1000)
+        policy = target.profile.effective_policy()
+        canary = min(policy.batch_canary_size, len(rows))
+        batch = OnboardingBatch.objects.create(
+            site=site,
+            profile=target.profile,
+            sku=target.sku,
+            size=len(rows),
+            created_by=audit.actor_name(actor),
+            correlation_id=cid,
+            canary_size=canary,
+            pause_after_failures=policy.batch_pause_after_failures,
+            pause_failure_percent=policy.batch_pause_failure_percent,
+        )
+        try:
+            start_workflows(
+                KIND,
+                [
+                    Onboarding(
+                        site=site,
+                        profile=target.profile,
+                        sku=target.sku,
+                        batch=batch,
+                        node=nodes[r["hostname"]],
+                        hostname=r["hostname"],
+                        ipmi_ip=r["ipmi_ip"],
+                        batch_canary=i < canary,  # the first rows, in request order
+                    )
+                    for i, r in enumerate(rows)
+                ],
+                Start(
+                    actor=actor,
+                    message=f"onboarding requested by {audit.actor_name(actor)} (batch {batch.pk})",
+                    audit_action="onboarding.start_batch",
+                    batch=batch,
+                    event_data={"batch_id": batch.pk},
+                ),
+            )
+        except IntegrityError as exc:
+            raise Conflict(
+                "A host in the batch started onboarding concurrently; retry the batch."
+            ) from exc
+    return batch
+
+
+def _batch_for_update(batch_id: Any) -> OnboardingBatch:
+    batch = OnboardingBatch.objects.select_for_update().filter(pk=batch_id).first()
+    if batch is None:
+        raise NotFound("No such batch.")
+    return batch
+
+
+def batch_resume(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> OnboardingBatch:
+    """Lift a batch's pause: its pending workflows are admitted again. The failure budget
+    counts from here; a canary that did not succeed is passed by the operator's word."""
+    with transaction.atomic():
+        batch = _batch_for_update(batch_id)
+        if batch.state != BatchState.PAUSED:
+            raise Conflict(f"batch {batch.pk} is {batch.state}; only a paused batch resumes.")
+        before = {"state": batch.state, "paused_reason": batch.paused_reason}
+        batch.failures_before_resume = Onboarding.objects.filter(
+            batch=batch, state__in=budget.FAILED
+        ).count()
+        batch.state = BatchState.RUNNING
+        if batch.canary_size and batch.canary_passed_at is None:
+            batch.canary_passed_at = timezone.now()
+        batch.save()
         audit.record(
-            actor=None,
-            action="onboarding.batch_canary_passed",
+            actor=actor,
+            action="onboarding.batch_resume",
             target=batch,
-            after={"canary_size": batch.canary_size},
+            before=before,
+            after={"state": batch.state, "failures_before_resume": batch.failures_before_resume},
+            reason=reason,
         )
+        admit_after_commit(batch.site_id)
+    return batch
 
 
-def after_failure(wf: Onboarding) -> None:
-    """A workflow of the batch failed (or froze): pause admission when it was a canary, or when
-    the failure budget is spent."""
-    batch = _locked(wf)
-    if batch is None or batch.state != BatchState.RUNNING:
-        return
-    count = failures(batch)
-    reason = ""
-    if wf.batch_canary and batch.canary_passed_at is None:
-        reason = f"canary {wf.hostname} (onboarding {wf.pk}) {wf.state}: {wf.reason}"
-    elif batch.pause_after_failures and count >= batch.pause_after_failures:
-        reason = (
-            f"failure budget spent: {count} failed, pause after {batch.pause_after_failures} "
-            f"(last: {wf.hostname}, {wf.failure_class or wf.state})"
+def batch_cancel(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> dict[str, Any]:
+    """Cancel a whole batch: admission stops at once (one transaction), then each open
+    onboarding of it is cancelled as the cancel verb does (pending ones at once, live ones
+    through their cancel stage), each audited. Workflows waiting for an operator
+    (manual_intervention) are left to them and listed."""
+    with transaction.atomic():
+        batch = _batch_for_update(batch_id)
+        if batch.state == BatchState.CANCELLED:
+            raise Conflict(f"batch {batch.pk} is already cancelled.")
+        before = {"state": batch.state}
+        batch.state = BatchState.CANCELLED
+        batch.save(update_fields=["state"])
+        audit.record(
+            actor=actor,
+            action="onboarding.batch_cancel",
+            target=batch,
+            before=before,
+            after={"state": batch.state},
+            reason=reason,
         )
-    elif batch.pause_failure_percent and 100 * count >= batch.pause_failure_percent * batch.size:
-        reason = (
-            f"failure budget spent: {count} of {batch.size} failed, pause at "
-            f"{batch.pause_failure_percent}% (last: {wf.hostname}, {wf.failure_class or wf.state})"
-        )
-    if reason:
-        pause(batch, reason[:500], failed=count)
-
-
-def pause(batch: OnboardingBatch, reason: str, *, failed: int) -> None:
-    batch.state, batch.paused_reason, batch.paused_at = BatchState.PAUSED, reason, timezone.now()
-    batch.save(update_fields=["state", "paused_reason", "paused_at"])
-    audit.record(
-        actor=None,
-        action="onboarding.batch_paused",
-        target=batch,
-        after={"state": batch.state, "failed": failed},
-        reason=reason,
+    cancelled: list[int] = []
+    for pk in Onboarding.objects.filter(
+        batch=batch, state__in=verbs.VERBS["cancel"].sources
+    ).values_list("id", flat=True):
+        try:
+            verbs.apply(KIND, pk, "cancel", actor=actor, reason=reason or f"batch {batch.pk}")
+        except Conflict:
+            continue  # it ended meanwhile
+        cancelled.append(pk)
+    left = list(
+        Onboarding.objects.filter(batch=batch, state=WorkflowState.MANUAL_INTERVENTION)
+        .order_by("id")
+        .values_list("id", flat=True)
     )
-    events.emit_other(BATCH_PAUSED, payload(batch, failed=failed))
-
-
-def payload(batch: OnboardingBatch, *, failed: int) -> dict[str, Any]:
-    return {
-        "site_id": batch.site_id,
-        "batch_id": batch.pk,
-        "state": batch.state,
-        "reason": batch.paused_reason,
-        "size": batch.size,
-        "failed": failed,
-        "canary_size": batch.canary_size,
-        "canary_passed": batch.canary_passed_at is not None,
-        "correlation_id": batch.correlation_id,
-    }
+    return {"batch": batch, "cancelled": cancelled, "left_for_operator": left}

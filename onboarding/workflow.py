@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from maas_domain.models import Node, NodeState
 from maas_domain.policy import Policy
-from onboarding import batches
+from onboarding import budget
 from onboarding.models import Onboarding, OnboardingEvent
 from onboarding.stages import CANCEL, RESET, STAGES, adopt_stage
 from workflows.kinds import KINDS, WorkflowKind
@@ -24,12 +24,12 @@ def _on_success(wf: Onboarding) -> None:
         node.activate()
     node.save()
     _wake_parent(wf)
-    batches.after_success(wf)
+    budget.after_success(wf)
 
 
 def _on_failure(wf: Onboarding) -> None:
     _wake_parent(wf)
-    batches.after_failure(wf)
+    budget.after_failure(wf)
 
 
 def _on_reopen(wf: Onboarding) -> None:
@@ -63,12 +63,12 @@ KIND: WorkflowKind[Onboarding] = WorkflowKind(
     on_success=_on_success,
     on_failure=_on_failure,
     on_cancelled=_wake_parent,
-    on_hold=batches.after_failure,
+    on_hold=budget.after_failure,
     on_reopen=_on_reopen,
     reset=RESET,
     cancel=CANCEL,
     adopt=adopt_stage,
     family=_family,
-    admission_filter=batches.held_back,
+    admission_filter=budget.held_back,
     select_related=("site", "profile__site", "sku", "node"),
 )

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from config import celery_app
 from maas_domain.models import AuditLog
+from onboarding.batches import onboarding_start_batch
 from onboarding.models import Onboarding, OnboardingBatch
-from onboarding.services import onboarding_start_batch
 from tests.factories import make_profile, make_site, make_sku
 
 pytestmark = pytest.mark.django_db

@@ -223,7 +223,7 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
     assert (wf.state, wf.attempt) == ("succeeded", 2)
 
     # a batch with one failure: the batch page lists it with its reason
-    from onboarding.services import onboarding_start_batch
+    from onboarding.batches import onboarding_start_batch
 
     site_id = wf.site_id
     sim.add(hostname="b01", status="ready", power_address="10.10.8.1")

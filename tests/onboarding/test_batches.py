@@ -14,9 +14,9 @@ from rest_framework.test import APIClient
 
 from config import celery_app
 from maas_domain.models import AuditLog, OutboxEvent
-from onboarding import batches
+from onboarding import budget
+from onboarding.batches import onboarding_start_batch
 from onboarding.models import Onboarding, OnboardingBatch
-from onboarding.services import onboarding_start_batch
 from tests.factories import make_profile, make_site, make_sku
 from tests.support.asyncapi import validate
 from workflows.scheduling import admit
@@ -55,7 +55,7 @@ def end(wf: Onboarding, state: str, **fields: Any) -> None:
     with transaction.atomic():
         Onboarding.objects.filter(pk=wf.pk).update(state=state, **fields)
         wf.refresh_from_db()
-        (batches.after_success if state == "succeeded" else batches.after_failure)(wf)
+        (budget.after_success if state == "succeeded" else budget.after_failure)(wf)
 
 
 def test_a_batch_takes_its_canary_and_budget_from_policy(admin_user: Any) -> None:

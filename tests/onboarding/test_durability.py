@@ -179,7 +179,7 @@ def _done(batch_id: int) -> bool:
 def test_batch_of_50_survives_worker_redis_and_postgres_restarts(
     flow_site: Flow, workers: Workers
 ) -> None:
-    from onboarding.services import onboarding_start_batch
+    from onboarding.batches import onboarding_start_batch
 
     flow = flow_site
     rows = []

@@ -8,8 +8,8 @@ from rest_framework.test import APIClient
 
 from maas_domain.models import AuditLog, Node
 from maas_simulator.node import NodeSide
+from onboarding.batches import onboarding_start_batch
 from onboarding.models import Onboarding
-from onboarding.services import onboarding_start_batch
 from tests.support.flows import Flow, settle, start, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

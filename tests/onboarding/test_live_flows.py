@@ -14,8 +14,8 @@ from maas_client.client import MaasClient
 from maas_client.status import NodeStatus
 from maas_domain.models import Node, OutboxEvent
 from maas_simulator.node import NodeSide
+from onboarding.batches import onboarding_start_batch
 from onboarding.models import Onboarding, OnboardingBatch
-from onboarding.services import onboarding_start_batch
 from tests.support.flows import Flow, settle, start, wait_until
 from tests.support.maas import API_KEY, wait_for
 

@@ -15,8 +15,8 @@ import requests
 from maas_domain.models import MaasSite, Node
 from maas_domain.secrets import get_backend
 from maas_simulator.node import NodeSide
+from onboarding.batches import onboarding_start_batch
 from onboarding.models import Onboarding, OnboardingEvent
-from onboarding.services import onboarding_start_batch
 from tests.support.flows import Flow, wait_until
 from tests.support.openbao import ALL_OF_SECRET, OpenBao
 

@@ -3,19 +3,19 @@
 from django.urls import re_path
 
 from maas_domain.api.urls import id_group
-from onboarding import api
+from onboarding.api import node, views
 from workflows.api import kind_routes
 
-batch = api.OnboardingViewSet.as_view({"post": "batch"})
-batch_detail = api.OnboardingViewSet.as_view({"get": "batch_detail"})
-batch_list = api.OnboardingViewSet.as_view({"get": "batch_list"})
-batch_resume = api.OnboardingViewSet.as_view({"post": "batch_resume"})
-batch_cancel = api.OnboardingViewSet.as_view({"post": "batch_cancel"})
+batch = views.OnboardingViewSet.as_view({"post": "batch"})
+batch_detail = views.OnboardingViewSet.as_view({"get": "batch_detail"})
+batch_list = views.OnboardingViewSet.as_view({"get": "batch_list"})
+batch_resume = views.OnboardingViewSet.as_view({"post": "batch_resume"})
+batch_cancel = views.OnboardingViewSet.as_view({"post": "batch_cancel"})
 ID = id_group()
 
 admin_urlpatterns = [
     *kind_routes(
-        "onboardings", api.OnboardingViewSet, collection={"get": "list", "post": "create"}
+        "onboardings", views.OnboardingViewSet, collection={"get": "list", "post": "create"}
     ),
     re_path(r"^onboardings/batch/?$", batch, name="onboarding-batch"),
     re_path(r"^onboardings/batches/?$", batch_list, name="onboarding-batch-list"),
@@ -25,13 +25,13 @@ admin_urlpatterns = [
 ]
 
 node_urlpatterns = [
-    re_path(r"^health/?$", api.node_health, name="node-health"),
-    re_path(r"^enroll/?$", api.enroll, name="node-enroll"),
-    re_path(r"^report/?$", api.report, name="node-report"),
-    re_path(r"^checkin/?$", api.checkin, name="node-checkin"),
+    re_path(r"^health/?$", node.node_health, name="node-health"),
+    re_path(r"^enroll/?$", node.enroll, name="node-enroll"),
+    re_path(r"^report/?$", node.report, name="node-report"),
+    re_path(r"^checkin/?$", node.checkin, name="node-checkin"),
     re_path(
         r"^agent/(?P<version>[0-9A-Za-z.+-]+)/bootstrap\.sh$",
-        api.agent_script,
+        node.agent_script,
         name="node-agent-script",
     ),
 ]

@@ -1,0 +1,228 @@
+"""The node-facing endpoints under /api/v1/node/ (docs/api.md, "Node-facing endpoints"): no
+admin authentication; a node proves itself with its onboarding's tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from drf_spectacular.utils import (
+    extend_schema,
+)
+from rest_framework import serializers
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from maas_domain import throttling
+from maas_domain.api.serializers import StrictMixin
+from maas_domain.observability import metrics
+from onboarding import node as node_services
+
+
+class EnrollSerializer(StrictMixin, serializers.Serializer[Any]):
+    onboarding_id = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    hostname = serializers.CharField(max_length=63, trim_whitespace=False)
+    enrollment_token = serializers.CharField(max_length=200, trim_whitespace=False)
+    agent_version = serializers.CharField(max_length=64)
+    system_id = serializers.CharField(max_length=32, required=False)
+
+
+class EnrollAnswerSerializer(serializers.Serializer[Any]):
+    enrolled = serializers.BooleanField()
+    onboarding_id = serializers.IntegerField()
+    node_id = serializers.IntegerField(allow_null=True)
+
+
+class NodeHealthSerializer(serializers.Serializer[Any]):
+    ok = serializers.BooleanField()
+
+
+def _throttled(request: HttpRequest, endpoint: str) -> HttpResponse | None:
+    """The node routes' per-address limit (docs/security.md): a 429 with Retry-After, or None."""
+    wait = throttling.over(
+        "node_address",
+        throttling.client_address(request),
+        allowed=settings.NODE_REQUESTS_PER_MINUTE,
+    )
+    if wait is None:
+        return None
+    metrics.node_refused(endpoint, "throttled")
+    return JsonResponse(
+        {"error": "throttled", "detail": "Too many requests."},
+        status=429,
+        headers={"Retry-After": str(wait)},
+    )
+
+
+@extend_schema(
+    operation_id="node_enroll",
+    tags=["node-facing"],
+    request=EnrollSerializer,
+    responses={200: EnrollAnswerSerializer},
+    description="Called by a node agent during first boot with its one-time enrollment token.",
+)
+@api_view(["POST"])
+@authentication_classes([])
+@permission_classes([AllowAny])
+def enroll(request: Request) -> Response | HttpResponse:
+    if busy := _throttled(request, "enroll"):
+        return busy
+    body = EnrollSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    wait = throttling.over(
+        "node_onboarding",
+        str(data["onboarding_id"]),
+        allowed=settings.NODE_ENROLLS_PER_ONBOARDING,
+    )
+    if wait is not None:
+        metrics.node_refused("enroll", "throttled")
+        return Response(
+            {"error": "throttled", "detail": "Too many requests."},
+            status=429,
+            headers={"Retry-After": str(wait)},
+        )
+    wf = node_services.onboarding_enroll(
+        onboarding_id=data["onboarding_id"],
+        attempt=data["attempt"],
+        token=data["enrollment_token"],
+        hostname=data["hostname"],
+        agent_version=data["agent_version"],
+    )
+    return Response({"enrolled": True, "onboarding_id": wf.pk, "node_id": wf.node_id})
+
+
+def _throttled_onboarding(endpoint: str, onboarding_id: int) -> Response | None:
+    """Node requests per onboarding id (the enrollment's allowance, its own bucket)."""
+    wait = throttling.over(
+        f"node_{endpoint}", str(onboarding_id), allowed=settings.NODE_ENROLLS_PER_ONBOARDING
+    )
+    if wait is None:
+        return None
+    metrics.node_refused(endpoint, "throttled")
+    return Response(
+        {"error": "throttled", "detail": "Too many requests."},
+        status=429,
+        headers={"Retry-After": str(wait)},
+    )
+
+
+NODE_REPORT_STATUSES = ["ok", "failed"]
+
+
+class ReportSerializer(StrictMixin, serializers.Serializer[Any]):
+    onboarding_id = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    hostname = serializers.CharField(max_length=63, trim_whitespace=False)
+    bootstrap_token = serializers.CharField(max_length=200, trim_whitespace=False)
+    phase = serializers.ChoiceField(choices=sorted(node_services.NODE_PHASES))
+    status = serializers.ChoiceField(choices=NODE_REPORT_STATUSES)
+    detail = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    version = serializers.CharField(max_length=64, required=False, allow_blank=True)
+
+
+class RecordedAnswerSerializer(serializers.Serializer[Any]):
+    recorded = serializers.BooleanField()
+    onboarding_id = serializers.IntegerField()
+
+
+@extend_schema(
+    operation_id="node_report",
+    tags=["node-facing"],
+    auth=[],
+    request=ReportSerializer,
+    responses={200: RecordedAnswerSerializer},
+)
+@api_view(["POST"])
+@authentication_classes([])
+@permission_classes([AllowAny])
+def report(request: Request) -> Response | HttpResponse:
+    """The node reports its site bundle's outcome or its agent's start (docs/api.md)."""
+    if busy := _throttled(request, "report"):
+        return busy
+    body = ReportSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    if limited := _throttled_onboarding("report", data["onboarding_id"]):
+        return limited
+    wf = node_services.onboarding_node_report(
+        onboarding_id=data["onboarding_id"],
+        attempt=data["attempt"],
+        token=data["bootstrap_token"],
+        hostname=data["hostname"],
+        phase=data["phase"],
+        ok=data["status"] == "ok",
+        detail=data.get("detail", ""),
+        version=data.get("version", ""),
+    )
+    return Response({"recorded": True, "onboarding_id": wf.pk})
+
+
+class CheckinAnswerSerializer(serializers.Serializer[Any]):
+    """What a check-in hands back: nothing to do, or the onboarding's newer tokens."""
+
+    action = serializers.ChoiceField(choices=["none", "reenroll"])
+    onboarding_id = serializers.IntegerField()
+    attempt = serializers.IntegerField(required=False, help_text="Set with action=reenroll.")
+    bootstrap_token = serializers.CharField(required=False, help_text="Set with action=reenroll.")
+    enrollment_token = serializers.CharField(required=False, help_text="Set with action=reenroll.")
+
+
+class CheckinSerializer(StrictMixin, serializers.Serializer[Any]):
+    onboarding_id = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    hostname = serializers.CharField(max_length=63, trim_whitespace=False)
+    bootstrap_token = serializers.CharField(max_length=200, trim_whitespace=False)
+
+
+@extend_schema(
+    operation_id="node_checkin",
+    tags=["node-facing"],
+    auth=[],
+    request=CheckinSerializer,
+    responses={200: CheckinAnswerSerializer},
+)
+@api_view(["POST"])
+@authentication_classes([])
+@permission_classes([AllowAny])
+def checkin(request: Request) -> Response | HttpResponse:
+    """A running node agent checks in; it may be handed its onboarding's newer tokens."""
+    if busy := _throttled(request, "checkin"):
+        return busy
+    body = CheckinSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    if limited := _throttled_onboarding("checkin", data["onboarding_id"]):
+        return limited
+    answer = node_services.onboarding_checkin(
+        onboarding_id=data["onboarding_id"],
+        attempt=data["attempt"],
+        token=data["bootstrap_token"],
+        hostname=data["hostname"],
+    )
+    return Response(answer, headers={"Cache-Control": "no-store"})
+
+
+@extend_schema(
+    operation_id="node_health", tags=["node-facing"], responses={200: NodeHealthSerializer}
+)
+@api_view(["GET", "HEAD"])
+@authentication_classes([])
+@permission_classes([AllowAny])
+def node_health(request: Request) -> Response | HttpResponse:
+    return _throttled(request, "health") or Response({"ok": True})
+
+
+def agent_script(request: HttpRequest, version: str) -> HttpResponse:
+    if busy := _throttled(request, "agent_script"):
+        return busy
+    if version != settings.NODE_AGENT_VERSION:
+        return HttpResponse("unknown agent version\n", status=404, content_type="text/plain")
+    body = render_to_string("firstboot/agent-bootstrap.sh", {"agent_version": version})
+    return HttpResponse(body, content_type="text/x-shellscript")
