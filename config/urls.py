@@ -7,12 +7,12 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from decommission.urls import admin_urlpatterns as decommission_admin
+from decommission.api.urls import admin_urlpatterns as decommission_admin
 from maas_domain import health
 from maas_domain.observability.views import metrics_view
 from onboarding.api.urls import admin_urlpatterns as onboarding_admin
 from onboarding.api.urls import node_urlpatterns
-from reconciliation.urls import admin_urlpatterns as reconciliation_admin
+from reconciliation.api.urls import admin_urlpatterns as reconciliation_admin
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("health/live", health.live, name="health-live"),

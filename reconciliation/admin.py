@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from maas_domain.access import Action, allowed
-from maas_domain.admin import ReadOnlyAdmin
+from maas_domain.admin_common import ReadOnlyAdmin
 from maas_domain.errors import DomainError
 from reconciliation import services
 from reconciliation.models import DriftRecord, NodeMaasState, ReconcileRun

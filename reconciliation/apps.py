@@ -6,14 +6,14 @@ class ReconciliationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from maas_domain import nodes, retention
+        from maas_domain import retention, selectors
         from maas_domain.observability import metrics
         from reconciliation.metrics import open_drift_by_kind
         from reconciliation.retention import prune_runs
         from reconciliation.selectors import node_observation
 
         retention.register("reconcile_runs", "RETENTION_RECONCILE_RUN_DAYS", 86400, prune_runs)
-        nodes.register_observation(node_observation)
+        selectors.register_observation(node_observation)
 
         metrics.register_gauge_source(
             "drift", lambda: [metrics.open_drift_family(open_drift_by_kind())]

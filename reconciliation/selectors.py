@@ -142,7 +142,7 @@ def reconciliation_status() -> dict[str, Any]:
 
 
 def node_observation(node: Any) -> dict[str, Any] | None:
-    """What the last reconcile run saw of ``node`` in MAAS (maas_domain.nodes asks for it)."""
+    """What the last reconcile run saw of ``node`` in MAAS (maas_domain.selectors asks for it)."""
     state = NodeMaasState.objects.filter(node_id=node.pk).first()
     if state is None:
         return None

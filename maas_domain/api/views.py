@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from maas_domain import dryrun
-from maas_domain import nodes as node_reads
+from maas_domain import selectors as node_reads
 from maas_domain.access import Action
 from maas_domain.api.filters import (
     AllocationFilter,

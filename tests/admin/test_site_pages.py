@@ -10,7 +10,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from maas_domain.admin import AuditLogAdmin, MaasSiteAdmin, NodeAdmin
+from maas_domain.admin_accounts import AuditLogAdmin
+from maas_domain.admin_inventory import NodeAdmin
+from maas_domain.admin_sites import MaasSiteAdmin
 from maas_domain.models import AuditLog, MaasSite, Sku
 from maas_domain.services.credentials import site_credentials_write
 from tests.factories import make_node, make_onboarding, make_site

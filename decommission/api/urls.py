@@ -2,16 +2,16 @@
 
 from django.urls import re_path
 
-from decommission import api
+from decommission.api import views
 from maas_domain.api.urls import id_group
 from workflows.api import kind_routes
 
 NODE = id_group("node_pk")
-start = api.DecommissionViewSet.as_view({"post": "start"})
-cleanup = api.DecommissionViewSet.as_view({"post": "storage_cleanup"})
+start = views.DecommissionViewSet.as_view({"post": "start"})
+cleanup = views.DecommissionViewSet.as_view({"post": "storage_cleanup"})
 
 admin_urlpatterns = [
-    *kind_routes("decommissions", api.DecommissionViewSet),
+    *kind_routes("decommissions", views.DecommissionViewSet),
     re_path(rf"^nodes/{NODE}/decommission/?$", start, name="node-decommission"),
     re_path(rf"^nodes/{NODE}/storage-cleanup/?$", cleanup, name="node-storage-cleanup"),
 ]

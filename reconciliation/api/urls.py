@@ -4,7 +4,7 @@ optional)."""
 from django.urls import re_path
 
 from maas_domain.api.urls import id_group
-from reconciliation.api import ReconciliationViewSet
+from reconciliation.api.views import ReconciliationViewSet
 
 summary = ReconciliationViewSet.as_view({"get": "summary"})
 drift = ReconciliationViewSet.as_view({"get": "list"})

@@ -1,4 +1,6 @@
-"""Admin API for decommissions (docs/api.md): start by node, list/filter, detail, verbs."""
+"""The decommission API (docs/api.md, "Decommissions"): start by node (reimage, full, storage
+cleanup), list and filter, detail, timeline, the recovery verbs.
+"""
 
 from __future__ import annotations
 
@@ -6,71 +8,26 @@ from typing import Any
 
 import django_filters
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from decommission import services
+from decommission.api.serializers import (
+    START_EXAMPLES,
+    DecommissionSerializer,
+    DecommissionStartSerializer,
+    Detail,
+    StorageCleanupSerializer,
+    VerbAnswer,
+)
+from decommission.models import Decommission, Mode
+from decommission.workflow import KIND
 from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.schema import IDEMPOTENCY_KEY, path_id
-from maas_domain.api.serializers import StrictMixin
 from workflows import api as workflows
-
-from . import services
-from .models import Decommission, Mode
-from .workflow import KIND
-
-
-class DecommissionStartSerializer(StrictMixin, serializers.Serializer[Any]):
-    """POST /nodes/{id}/decommission (``mode``) and /nodes/{id}/storage-cleanup (no mode)."""
-
-    mode = serializers.ChoiceField(choices=[Mode.REIMAGE, Mode.FULL])
-    force_release = serializers.BooleanField(required=False, default=False)
-    profile_id = serializers.IntegerField(required=False)
-    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
-    confirm = serializers.BooleanField(required=False, default=False)
-    confirm_host = serializers.CharField(max_length=63, required=False, trim_whitespace=False)
-
-
-class StorageCleanupSerializer(DecommissionStartSerializer):
-    mode = None  # type: ignore[assignment]
-
-
-class DecommissionSerializer(workflows.WorkflowSerializer):
-    class Meta:
-        model = Decommission
-        fields = [
-            "id",
-            "site_id",
-            "node_id",
-            "profile_id",
-            "hostname",
-            "mode",
-            "state",
-            "queued",
-            "stage",
-            "checkpoint",
-            "attempt",
-            "failure_class",
-            "reason",
-            "maas_system_id",
-            "force_release",
-            "prior_node_state",
-            "erase_mode",
-            "erased",
-            "fallback_used",
-            "machine_deleted",
-            "reimage_onboarding_id",
-            "requested_by",
-            "request_reason",
-            "correlation_id",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "updated_at",
-        ]
-        read_only_fields = fields
 
 
 class DecommissionFilter(workflows.WorkflowFilter):
@@ -80,17 +37,6 @@ class DecommissionFilter(workflows.WorkflowFilter):
     class Meta:
         model = Decommission
         fields = ["site", "node", "mode", "state", "stage", "hostname"]
-
-
-VerbAnswer, Detail = workflows.detail_serializers(DecommissionSerializer)
-START_EXAMPLES = [
-    OpenApiExample("reimage", {"mode": "reimage", "reason": "new driver stack"}, request_only=True),
-    OpenApiExample(
-        "full, taking the node from its tenant",
-        {"mode": "full", "confirm": True, "force_release": True, "reason": "RMA"},
-        request_only=True,
-    ),
-]
 
 
 @extend_schema_view(list=extend_schema(operation_id="decommissions_list"))

@@ -1,0 +1,1 @@
+"""The decommission API: shapes (``serializers``), views and routes (``urls``)."""

@@ -1,0 +1,141 @@
+"""What the core's admin pages share: health badges, read-only and service-backed model admins,
+the policy form field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import models
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from maas_domain.access import ActionAdmin
+from maas_domain.errors import DomainError, InvalidInput
+from maas_domain.policy import merge_policy, validate_policy
+
+HEALTH_COLOURS = {
+    "healthy": "#198754",
+    "degraded": "#c25e00",
+    "unhealthy": "#dc3545",
+    "unknown": "#6c757d",
+}
+
+
+def health_badge(health: str) -> SafeString:
+    return format_html(
+        '<span class="wf-badge" style="background:{};color:#fff;border-radius:4px;'
+        'padding:2px 8px;font-weight:600">{}</span>',
+        HEALTH_COLOURS.get(health, "#6c757d"),
+        health,
+    )
+
+
+class ReadOnlyAdmin(ActionAdmin[Any]):
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER  # audit log and nodes grow large: no facet counts
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def _checked(check: Any) -> Any:
+    def run(value: Any) -> None:
+        if value and (reason := check(value)):
+            raise forms.ValidationError(reason)
+
+    return run
+
+
+class ServiceBackedAdmin(ActionAdmin[Any]):
+    """Add and change forms whose save is one service call (create/update, audited there).
+
+    ``policy_attr`` names the JSON policy field: the form edits the whole explicit dict and the
+    update sends the difference as a merge-patch (removed keys as ``null``). The hidden
+    ``expected_revision`` makes a save over someone else's change a clear error, not a silent
+    overwrite.
+    """
+
+    policy_attr = "policy"
+    show_full_result_count = False
+
+    def create(self, request: HttpRequest, data: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def update(
+        self, request: HttpRequest, obj: Any, changes: dict[str, Any], revision: int | None
+    ) -> Any:
+        raise NotImplementedError
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        data = {k: v for k, v in form.cleaned_data.items() if k != "expected_revision"}
+        if not change:
+            created = self.create(request, data)
+            obj.pk = created.pk
+            return
+        changes = {k: data[k] for k in form.changed_data if k in data}
+        if self.policy_attr in changes:
+            stored = type(obj).objects.values_list(self.policy_attr, flat=True).get(pk=obj.pk)
+            new = changes[self.policy_attr] or {}
+            patch = {k: v for k, v in new.items() if stored.get(k) != v}
+            patch.update({k: None for k in stored if k not in new})
+            changes[self.policy_attr] = patch
+        if changes:
+            self.update(request, obj, changes, form.cleaned_data.get("expected_revision"))
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DomainError as exc:  # raised inside the admin's transaction: nothing changed
+            detail = "; ".join(
+                f"{k}: {' '.join(v)}" for k, v in (exc.extra.get("fields") or {}).items()
+            )
+            text = f"Not saved: {exc.message}" + (f" {detail}" if detail else "")
+            self.message_user(request, text, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+
+class PolicyFormMixin(forms.ModelForm[Any]):
+    policy_attr = "policy"
+    expected_revision = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["expected_revision"].initial = self.instance.revision
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        attr = self.policy_attr
+        if attr in data:
+            value = data[attr] if data[attr] is not None else {}
+            try:
+                merge_policy({}, validate_policy(value, field_name=attr))
+            except InvalidInput as exc:
+                for key, reasons in (exc.extra.get("fields") or {}).items():
+                    for reason in reasons:
+                        self.add_error(attr, f"{key}: {reason}")
+            else:
+                data[attr] = value
+        return data
+
+
+def _url_field(field: Any, **kwargs: Any) -> Any:
+    if isinstance(field, models.URLField):
+        kwargs.setdefault("assume_scheme", "http")  # MAAS region URLs are usually plain http
+    return field.formfield(**kwargs)

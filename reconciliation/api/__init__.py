@@ -1,0 +1,1 @@
+"""The reconciliation API: shapes (``serializers``), views and routes (``urls``)."""
