@@ -115,7 +115,10 @@ class DecommissionAdmin(WorkflowAdmin):
     def _start_preview(self, request: HttpRequest, form: DecommissionStartForm) -> HttpResponse:
         data = form.cleaned_data
         node, mode = data["node"], data["mode"]
-        stages = [(s.name, s.maas_calls) for s in KIND.stages_for(Decommission(mode=mode))]
+        stages = [
+            (s.name, [str(c) for c in s.maas_calls])
+            for s in KIND.stages_for(Decommission(mode=mode))
+        ]
         held = list(Allocation.objects.filter(node=node, state=AllocationState.ACTIVE))
         opts = self.model._meta
         context = {

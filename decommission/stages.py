@@ -29,6 +29,7 @@ from onboarding.models import Onboarding
 from onboarding.workflow import KIND as ONBOARDING
 from workflows import verbs
 from workflows.context import StageContext
+from workflows.kinds import Call as C
 from workflows.kinds import Stage
 from workflows.results import Done, Fail, Hold, Result, Wait
 from workflows.scheduling import Start, start_workflow
@@ -480,18 +481,27 @@ RELEASING = frozenset(
     }
 )
 
+GET = C("get_machine")
+ABORT = C("abort", "if erasing or deploying")
+CHILD = "by the child onboarding, from its payload stage"
 STAGES: list[Stage[Decommission]] = [
-    Stage("preflight", preflight, 300, ("GET machine (or GET machines/?hostname=)",)),
+    Stage(
+        "preflight",
+        preflight,
+        300,
+        (GET, C("list_machines", "by hostname, when no MAAS system id is recorded")),
+    ),
     Stage("drain", drain, 600),
     Stage(
         "release",
         release,
         3600,
         (
-            "GET machine",
-            "POST machines/ op=allocate (only if Ready and an erase is required)",
-            "POST op=release with the policy's erase mode",
-            "on a failed erase (policy permitting): POST op=abort (if erasing), op=mark_broken",
+            GET,
+            C("allocate", "only if Ready and an erase is required"),
+            C("release", "with the policy's erase mode"),
+            C("abort", "a failed or stuck erase, policy permitting"),
+            C("mark_broken", "then, instead of releasing unerased disks"),
         ),
         expects=RELEASING,
     ),
@@ -499,27 +509,19 @@ STAGES: list[Stage[Decommission]] = [
         "redeploy",
         redeploy,
         10800,
-        ("a child onboarding: payload, POST op=deploy, enrollment, completion gates",),
+        (C("deploy", CHILD), C("events", CHILD), C("release", CHILD), C("abort", CHILD)),
         applies=_mode(Mode.REIMAGE),
     ),
     Stage(
         "retire",
         retire,
         600,
-        ("DELETE machine (unless policy keeps it)",),
+        (C("delete_machine", "unless policy keeps it"),),
         expects=RELEASING,
         machine_may_vanish=True,
         applies=_mode(Mode.FULL),
     ),
     Stage("complete", complete, 300, machine_may_vanish=True),
 ]
-RESET: Stage[Decommission] = Stage(
-    "reset",
-    reset,
-    None,
-    ("GET machine", "POST op=abort (if erasing or deploying)"),
-    machine_may_vanish=True,
-)
-CANCEL: Stage[Decommission] = Stage(
-    "cancel", cancel, None, ("GET machine", "POST op=abort (if erasing or deploying)")
-)
+RESET: Stage[Decommission] = Stage("reset", reset, None, (GET, ABORT), machine_may_vanish=True)
+CANCEL: Stage[Decommission] = Stage("cancel", cancel, None, (GET, ABORT))

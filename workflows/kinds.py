@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.db.models import Q
 
+from maas_client.client import MaasClient
 from maas_client.status import NodeStatus
 from maas_domain import policy, work
 from maas_domain.policy import Policy
@@ -27,12 +28,31 @@ M = TypeVar("M", bound=Workflow)
 
 
 @dataclass(frozen=True)
+class Call:
+    """A MAAS call a stage may make: a ``MaasClient`` method by name (checked when declared)
+    and when the stage makes it ("unless Ready"), for plans and docs. The stage tests run every
+    stage through a recording client and fail on a call its declaration lacks
+    (tests/support/stages.py)."""
+
+    method: str
+    when: str = ""
+
+    def __post_init__(self) -> None:
+        if not callable(getattr(MaasClient, self.method, None)) or self.method.startswith("_"):
+            raise ValueError(f"{self.method!r} is not a MaasClient method")
+
+    def __str__(self) -> str:
+        return f"{self.method} ({self.when})" if self.when else self.method
+
+
+@dataclass(frozen=True)
 class Stage(Generic[M]):
     """One stage of a kind, with every fact about it in one place.
 
     ``timeout``: seconds the stage may take before it fails with ``timeout`` (a site or profile
     policy may override it: ``stage_timeouts``); None for operator-driven stages (reset,
-    cancel). ``maas_calls``: what the stage may send to MAAS (dry-run plans, docs).
+    cancel). ``maas_calls``: the MAAS client methods the stage may call (``Call``: dry-run
+    plans, the admin, docs; the stage tests hold every stage to them).
     ``expects``: the MAAS statuses the machine may legitimately show while a workflow is in
     this stage (reconciliation reports anything else as drift); None: no expectation.
     ``machine_may_vanish``: the stage may delete the machine from MAAS, so its absence is not
@@ -42,7 +62,7 @@ class Stage(Generic[M]):
     name: str
     run: Callable[[StageContext[M]], Result]
     timeout: int | None
-    maas_calls: tuple[str, ...] = ()
+    maas_calls: tuple[Call, ...] = ()
     expects: frozenset[NodeStatus] | None = None
     machine_may_vanish: bool = False
     applies: Callable[[M], bool] | None = None
@@ -140,7 +160,7 @@ class WorkflowKind(Generic[M]):
             {
                 "name": stage.name,
                 "timeout": self.timeout(stage.name, effective),
-                "maas_calls": list(stage.maas_calls),
+                "maas_calls": [str(call) for call in stage.maas_calls],
             }
             for stage in self.stages_for(wf)
         ]

@@ -186,11 +186,11 @@ def plan(kind: WorkflowKind[M], wf: M, verb: str, *, adopt_stage: str | None = N
     attempt = wf.attempt + (1 if spec.new_attempt else 0)
     calls: list[str] = []
     if verb == "cancel" and kind.cancel is not None:
-        calls += kind.cancel.maas_calls
+        calls += [str(c) for c in kind.cancel.maas_calls]
     elif spec.restart_at is not None:
         names = [s.name for s in stages]
         if kind.reset is not None and stage == kind.reset.name:
-            calls += kind.reset.maas_calls
+            calls += [str(c) for c in kind.reset.maas_calls]
             names_from = 0
         else:
             names_from = names.index(stage) if stage in names else 0

@@ -19,6 +19,7 @@ from onboarding.stages.preflight import preflight
 from onboarding.stages.reachability import reachability, reachability_applies
 from onboarding.stages.recovery import adopt_stage, cancel, reset
 from onboarding.stages.storage_pxe import storage_pxe
+from workflows.kinds import Call as C
 from workflows.kinds import Stage
 
 __all__ = ["CANCEL", "RESET", "STAGES", "adopt_stage"]
@@ -34,23 +35,34 @@ DEPLOYING = frozenset(
     {S.READY, S.ALLOCATED, S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT, S.RELEASING}
 )
 
+GET = C("get_machine")
 STAGES: list[Stage[Onboarding]] = [
-    Stage("preflight", preflight, 300, ("GET node-facing URLs (not MAAS)",)),
+    Stage("preflight", preflight, 300),  # reads the node-facing URLs, not MAAS
     Stage(
         "discover",
         discover,
         1800,
         (
-            "GET machines/?hostname=",
-            "GET machines/?op=power_parameters",
-            "POST machines/ (create, only if no machine matches)",
+            C("list_machines", "by hostname, BMC address, PXE MAC; New machines"),
+            C("power_addresses"),
+            GET,
+            C("create_machine", "only if no machine matches"),
+            C("update_machine", "power parameters of a matched machine"),
+            C("abort", "a duplicate that enlisted itself, before deleting it"),
+            C("delete_machine", "that duplicate"),
+            C("commission", "a New machine, to power-cycle it into commissioning"),
         ),
     ),
     Stage(
         "commission",
         commission,
         3600,
-        ("GET machine", "POST op=commission (unless Ready)"),
+        (
+            GET,
+            C("commission", "unless Ready"),
+            C("abort", "a stuck commissioning, before sending it again"),
+            C("script_results", "on a failure, the scripts that failed"),
+        ),
         expects=COMMISSIONING,
     ),
     Stage(
@@ -58,9 +70,12 @@ STAGES: list[Stage[Onboarding]] = [
         storage_pxe,
         600,
         (
-            "POST op=set_storage_layout",
-            "GET subnets/",
-            "POST interface op=unlink_subnet/link_subnet (only if not AUTO on the PXE subnet)",
+            GET,
+            C("set_storage_layout"),
+            C("subnets"),
+            C("interfaces"),
+            C("unlink_subnet", "only if the PXE interface is not AUTO on the PXE subnet"),
+            C("link_subnet", "the same"),
         ),
         expects=COMMISSIONING | {S.READY},
     ),
@@ -68,7 +83,7 @@ STAGES: list[Stage[Onboarding]] = [
         "reachability",
         reachability,
         1800,
-        ("POST op=test (the policy's testing script, node-facing URLs)", "GET results"),
+        (GET, C("test", "the policy's testing script, node-facing URLs"), C("script_results")),
         expects=frozenset({S.READY, S.TESTING, S.FAILED_TESTING}),
         applies=reachability_applies,
     ),
@@ -78,31 +93,29 @@ STAGES: list[Stage[Onboarding]] = [
         deploy,
         3600,
         (
-            "GET machine",
-            "POST op=deploy (unless Deployed)",
-            "on a datasource failure: POST op=release then op=deploy",
+            GET,
+            C("deploy", "unless Deployed"),
+            C("events", "this deployment's, to classify a failure"),
+            C("abort", "a datasource failure while still Deploying"),
+            C("release", "before a redeploy (datasource failure, within deploy_retry_limit)"),
         ),
         expects=DEPLOYING,
     ),
     Stage(
-        "hardware_sync",
-        hardware_sync,
-        1800,
-        ("GET machine (if required)",),
-        expects=DEPLOYING,
+        "hardware_sync", hardware_sync, 1800, (C("get_machine", "if required"),), expects=DEPLOYING
     ),
     Stage("enrollment", enrollment, 1800, expects=frozenset({S.DEPLOYED, S.DEPLOYING})),
-    Stage("complete", complete, 300, ("GET machine",), expects=frozenset({S.DEPLOYED})),
+    Stage("complete", complete, 300, (GET,), expects=frozenset({S.DEPLOYED})),
 ]
 RESET: Stage[Onboarding] = Stage(
     "reset",
     reset,
     None,
     (
-        "GET machine",
-        "POST op=abort (if in progress)",
-        "POST op=release (if allocated/deployed)",
-        "DELETE machine (if this workflow created it)",
+        GET,
+        C("abort", "if in progress"),
+        C("release", "if allocated or deployed"),
+        C("delete_machine", "if this workflow created it"),
     ),
     machine_may_vanish=True,
 )
@@ -110,5 +123,5 @@ CANCEL: Stage[Onboarding] = Stage(
     "cancel",
     cancel,
     None,
-    ("GET machine", "POST op=abort (if in progress)", "POST op=release (if allocated)"),
+    (GET, C("abort", "if in progress"), C("release", "if allocated")),
 )

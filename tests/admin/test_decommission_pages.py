@@ -38,7 +38,7 @@ def test_start_shows_what_will_happen_then_starts_only_when_confirmed(ops: Any) 
     preview = ops.post(f"{LIST}add/", body)
     page = preview.content.decode()
     assert preview.status_code == 200
-    assert "deleted from MAAS" in page and "retire" in page and "DELETE machine" in page
+    assert "deleted from MAAS" in page and "retire" in page and "delete_machine" in page
     assert "tenant-7" in page and "will be force-released" in page
     assert "redeploy" not in page  # not a stage of a full decommission
     assert not Decommission.objects.exists()  # nothing happened yet

@@ -103,7 +103,7 @@ def test_destructive_verb_needs_the_confirmation_page_and_a_reason(ops: Any) -> 
     html = confirm.content.decode()
     assert confirm.status_code == 200
     assert "nothing has changed yet" in html  # the dry-run plan:
-    assert "DELETE machine (if this workflow created it)" in html
+    assert "delete_machine (if this workflow created it)" in html
     # a POST without the reason (or without the confirmation) changes nothing
     refused = ops.post(f"{LIST}{wf.pk}/verb/restart-clean/", {"confirmed": "yes", "reason": " "})
     assert refused.status_code == 400 and "Give a reason" in refused.content.decode()

@@ -84,7 +84,7 @@ def test_dry_run_plans_without_changing_anything(flow: Flow, api: Any) -> None:
     wf = failed_at_release(flow, "v03", "10.41.0.3")
     plan = api.post(f"{URL}/{wf.pk}/retry?dry_run=true", {}, format="json").json()
     assert (plan["dry_run"], plan["from_stage"], plan["attempt"]) == (True, "release", 2)
-    assert any("op=release" in call for call in plan["maas_calls"])
+    assert "release: release (with the policy's erase mode)" in plan["maas_calls"]
     assert any(call.startswith("retire:") for call in plan["maas_calls"])
     assert not any(call.startswith("redeploy:") for call in plan["maas_calls"])  # not this mode
     assert Decommission.objects.get(pk=wf.pk).state == "failed"

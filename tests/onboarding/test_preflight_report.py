@@ -54,7 +54,7 @@ def test_a_clean_first_run_reports_every_guardrail_and_the_plan(
         "host_approved_and_confirmed": True,
     }
     assert [s["name"] for s in report["stages"]][:3] == ["preflight", "discover", "commission"]
-    assert any(c.startswith("deploy: POST op=deploy") for c in report["maas_calls"])
+    assert any(c.startswith("deploy: deploy") for c in report["maas_calls"])
     assert report["policy"]["commission_skip_bmc_config"] is True
     assert report["maas"]["by_hostname"] == [
         {"system_id": sid, "hostname": "c07u31", "status": "Ready"}

@@ -324,3 +324,26 @@ def test_a_changed_maas_url_fails_the_stage_at_once_naming_the_confirmation(
     result, _ = run(wf, "discover")
     assert (type(result).__name__, result.failure_class) == ("Fail", "credentials_unconfirmed")
     assert "confirm" in result.message
+
+
+# -- the declarations hold ----------------------------------------------------------------------
+
+
+def test_a_stage_that_calls_maas_beyond_its_declaration_fails_the_stage_tests(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every stage test runs through a recording client (tests/support/stages.py): drop one
+    call from the commission stage's declaration and the same run is refused, naming it."""
+    from dataclasses import replace
+
+    from onboarding.workflow import KIND
+
+    index = KIND.stage_index["commission"]
+    real = KIND.stages[index]
+    stripped = tuple(c for c in real.maas_calls if c.method != "commission")
+    stages = list(KIND.stages)
+    stages[index] = replace(real, maas_calls=stripped)
+    monkeypatch.setattr(KIND, "stages", stages)
+    sid = bench.sim.add(hostname="c9", status="new")
+    with pytest.raises(AssertionError, match=r"commission: commission"):
+        run(onboarding(bench, "c9", "10.1.0.99", maas_system_id=sid), "commission")

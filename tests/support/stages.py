@@ -111,9 +111,47 @@ def run_stage(
     assert claimed is not None
     row, owner = claimed
     ctx = StageContext(kind, row, owner)
+    recording = Recording(ctx)
+    ctx.__dict__["maas"] = recording  # the context's cached client, through the recorder
     result = step.execute(ctx)
+    missing = undeclared(kind, recording.called)
+    assert not missing, f"MAAS calls the stage declarations lack: {missing}"
     assert result is not None, "the stage lost its lease"
     if record:
         step.record(ctx, result)
     wf.refresh_from_db()
     return result, ctx.events
+
+
+class Recording:
+    """The stage's MAAS client, seen through a recorder: which methods each stage called (the
+    stage current at the call), built lazily as the engine builds it."""
+
+    def __init__(self, ctx: StageContext[Any]) -> None:
+        self._ctx = ctx
+        self._client: Any = None
+        self.called: list[tuple[str, str]] = []
+
+    def _stage(self) -> str:
+        kind, wf = self._ctx.kind, self._ctx.wf
+        cancelling = wf.state == "cancelling" and kind.cancel is not None
+        return kind.cancel.name if cancelling and kind.cancel is not None else wf.stage
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = StageContext.maas.func(self._ctx)  # type: ignore[attr-defined]
+        target = getattr(self._client, name)
+        if not callable(target) or name.startswith("_") or name == "close":
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.called.append((self._stage(), name))
+            return target(*args, **kwargs)
+
+        return call
+
+
+def undeclared(kind: Any, called: list[tuple[str, str]]) -> list[str]:
+    """Calls a stage made that its declaration (``Stage.maas_calls``) does not name."""
+    declared = {s.name: {c.method for c in s.maas_calls} for s in kind.all_stages}
+    return sorted({f"{stage}: {m}" for stage, m in called if m not in declared.get(stage, ())})

@@ -19,7 +19,7 @@ from maas_domain.models import Node
 from maas_domain.policy import Policy, resolve_policy
 from maas_domain.work import OPEN_STATES
 from workflows.context import StageContext
-from workflows.kinds import Stage, WorkflowKind
+from workflows.kinds import Call, Stage, WorkflowKind
 from workflows.models import Workflow, WorkflowEvent
 from workflows.results import Done, Result
 
@@ -101,12 +101,12 @@ def make_kind(script: Script) -> WorkflowKind[FakeWorkflow]:
         model=FakeWorkflow,
         event_model=FakeEvent,
         stages=[
-            Stage("first", script.stage("first"), 300, ("GET machine",)),
+            Stage("first", script.stage("first"), 300, (Call("get_machine"),)),
             Stage(
                 "second",
                 script.stage("second"),
                 600,
-                ("POST op=deploy",),
+                (Call("deploy"),),
                 applies=lambda wf: not wf.skip_second,
             ),
             Stage("third", script.stage("third"), 60),
@@ -117,8 +117,8 @@ def make_kind(script: Script) -> WorkflowKind[FakeWorkflow]:
         on_cancelled=script.hook("on_cancelled"),
         on_hold=script.hook("on_hold"),
         on_reopen=script.hook("on_reopen"),
-        reset=Stage("reset", script.stage("reset"), None, ("POST op=release",)),
-        cancel=Stage("cancel", script.stage("cancel"), None, ("POST op=abort",)),
+        reset=Stage("reset", script.stage("reset"), None, (Call("release"),)),
+        cancel=Stage("cancel", script.stage("cancel"), None, (Call("abort"),)),
         adopt=_adopt,
         select_related=("site",),
     )

@@ -72,7 +72,7 @@ def test_dry_run_describes_and_changes_nothing(start: Any, apply: Any) -> None:
     wf = put(start(), W.FAILED, stage="second", checkpoint="first")
     plan = apply(wf, "rerun", dry_run=True)
     assert (plan["from_stage"], plan["attempt"]) == ("first", 2)
-    assert plan["maas_calls"] == ["first: GET machine", "second: POST op=deploy"]
+    assert plan["maas_calls"] == ["first: get_machine", "second: deploy"]
     wf.refresh_from_db()
     assert (wf.state, wf.stage) == (W.FAILED, "second")
     assert not AuditLog.objects.filter(action="fake.rerun").exists()
