@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
@@ -92,8 +93,50 @@ def with_etag(response: Response, revision: int) -> Response:
 
 
 class RevisionedMixin(mixins.RetrieveModelMixin):
-    """A row with a ``revision``: read with its ETag, and every write answers the row as read
-    back (its new revision as the ETag), so ``If-Match`` works from any answer."""
+    """A row with a ``revision``: read with its ETag, created, patched and removed through its
+    services (``create_with``, ``update_with``, ``remove_with``, each called with the row's id
+    as ``row_id`` and the view's ``scope()``), every write answering the row as read back (its
+    new revision as the ETag), so ``If-Match`` works from any answer. A removal that leaves
+    nothing to show (a service answering None) is a 204."""
+
+    create_with: ClassVar[Callable[..., Any]]
+    update_with: ClassVar[Callable[..., Any]]
+    remove_with: ClassVar[Callable[..., Any]]
+    row_id: ClassVar[str]
+
+    def scope(self) -> dict[str, Any]:
+        return {}
+
+    def create(self, request: Request, **kwargs: Any) -> Response:
+        body = self.get_serializer(data=request.data)  # type: ignore[attr-defined]
+        body.is_valid(raise_exception=True)
+        row = type(self).create_with(actor=request.user, data=body.validated_data, **self.scope())
+        return self._answer(row, status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, **kwargs: Any) -> Response:
+        row = self.get_object()  # type: ignore[attr-defined]
+        body = self.get_serializer(row, data=request.data, partial=True)  # type: ignore[attr-defined]
+        body.is_valid(raise_exception=True)
+        row = type(self).update_with(
+            actor=request.user,
+            changes=body.validated_data,
+            expected_revision=expected_revision(request),
+            **{self.row_id: row.pk},
+            **self.scope(),
+        )
+        return self._answer(row)
+
+    def destroy(self, request: Request, **kwargs: Any) -> Response:
+        row = self.get_object()  # type: ignore[attr-defined]
+        kept = type(self).remove_with(
+            actor=request.user,
+            expected_revision=expected_revision(request),
+            **{self.row_id: row.pk},
+            **self.scope(),
+        )
+        if kept is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return self._answer(kept)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         row = self.get_object()  # type: ignore[attr-defined]
@@ -134,6 +177,10 @@ class SiteViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSe
     filterset_class = SiteFilter
     action_classes = {"probe": Action.OPERATE}  # writes, credentials: admin (the default)
     dry_run_plans = frozenset({"probe"})  # a dry-run probe reads MAAS and stores nothing
+    create_with = staticmethod(site_services.site_create)
+    update_with = staticmethod(site_services.site_update)
+    remove_with = staticmethod(site_services.site_disable)  # disabled, never deleted
+    row_id = "site_id"
 
     def get_queryset(self) -> QuerySet[MaasSite]:
         return (
@@ -141,31 +188,6 @@ class SiteViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSe
             .prefetch_related("credentials")
             .order_by("name")
         )
-
-    def create(self, request: Request) -> Response:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        site = site_services.site_create(actor=request.user, data=serializer.validated_data)
-        return self._answer(site, status.HTTP_201_CREATED)
-
-    def partial_update(self, request: Request, pk: str) -> Response:
-        site = self.get_object()
-        serializer = self.get_serializer(site, data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        site = site_services.site_update(
-            actor=request.user,
-            site_id=site.pk,
-            changes=serializer.validated_data,
-            expected_revision=expected_revision(request),
-        )
-        return self._answer(site)
-
-    def destroy(self, request: Request, pk: str) -> Response:
-        site = self.get_object()
-        site = site_services.site_disable(
-            actor=request.user, site_id=site.pk, expected_revision=expected_revision(request)
-        )
-        return self._answer(site)
 
     @action(detail=True, methods=["post"])
     def credentials(self, request: Request, pk: str) -> Response:
@@ -217,42 +239,18 @@ class ProfileViewSet(
 ):
     serializer_class = ProfileSerializer
     filterset_class = ProfileFilter
+    create_with = staticmethod(site_services.profile_create)
+    update_with = staticmethod(site_services.profile_update)
+    remove_with = staticmethod(site_services.profile_disable)
+    row_id = "profile_id"
 
     def get_queryset(self) -> QuerySet[SiteProfile]:
         if getattr(self, "swagger_fake_view", False):  # schema generation: no request
             return SiteProfile.objects.none()
         return SiteProfile.objects.filter(site=self.site).select_related("site").order_by("name")
 
-    def create(self, request: Request, site_pk: str) -> Response:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        profile = site_services.profile_create(
-            actor=request.user, site=self.site, data=serializer.validated_data
-        )
-        return self._answer(profile, status.HTTP_201_CREATED)
-
-    def partial_update(self, request: Request, site_pk: str, pk: str) -> Response:
-        profile = self.get_object()
-        serializer = self.get_serializer(profile, data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        profile = site_services.profile_update(
-            actor=request.user,
-            site=self.site,
-            profile_id=profile.pk,
-            changes=serializer.validated_data,
-            expected_revision=expected_revision(request),
-        )
-        return self._answer(profile)
-
-    def destroy(self, request: Request, site_pk: str, pk: str) -> Response:
-        profile = self.get_object()
-        profile = site_services.profile_disable(
-            actor=request.user,
-            site=self.site,
-            profile_id=profile.pk,
-            expected_revision=expected_revision(request),
-        )
-        return self._answer(profile)
+    def scope(self) -> dict[str, Any]:
+        return {"site": self.site}
 
 
 @extend_schema_view(
@@ -319,36 +317,13 @@ class SkuViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSet
 
     serializer_class = SkuSerializer
     filterset_class = SkuFilter
+    create_with = staticmethod(sku_services.sku_create)
+    update_with = staticmethod(sku_services.sku_update)
+    remove_with = staticmethod(sku_services.sku_delete)  # disables a SKU in use instead
+    row_id = "sku_id"
 
     def get_queryset(self) -> QuerySet[Sku]:
         return Sku.objects.annotate(node_count=Count("nodes")).order_by("code")
-
-    def create(self, request: Request) -> Response:
-        body = self.get_serializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        sku = sku_services.sku_create(actor=request.user, data=body.validated_data)
-        return self._answer(sku, status.HTTP_201_CREATED)
-
-    def partial_update(self, request: Request, pk: str) -> Response:
-        sku = self.get_object()
-        body = self.get_serializer(sku, data=request.data, partial=True)
-        body.is_valid(raise_exception=True)
-        sku = sku_services.sku_update(
-            actor=request.user,
-            sku_id=sku.pk,
-            changes=body.validated_data,
-            expected_revision=expected_revision(request),
-        )
-        return self._answer(sku)
-
-    def destroy(self, request: Request, pk: str) -> Response:
-        sku = self.get_object()
-        kept = sku_services.sku_delete(
-            actor=request.user, sku_id=sku.pk, expected_revision=expected_revision(request)
-        )
-        if kept is None:
-            return Response(status=status.HTTP_204_NO_CONTENT)
-        return self._answer(kept)
 
 
 @extend_schema_view(
