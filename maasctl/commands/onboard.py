@@ -12,19 +12,19 @@ from typer.core import TyperGroup
 from maasctl import csvfile, output
 from maasctl.api import ApiError
 from maasctl.cli import (
-    STATE,
     WF_COLUMNS,
     body_of,
     profile_id,
     read_csv_or_fail,
     row_errors,
+    send,
     show,
     site_id,
     sku_id,
 )
 from maasctl.commands.batches import watch_batch
 from maasctl.commands.workflows import watch_workflow
-from maasctl.options import Interval, ProfileOpt, SiteOpt, SkuOpt, Watch
+from maasctl.options import DryRun, Interval, ProfileOpt, SiteOpt, SkuOpt, Watch
 
 
 class OnboardGroup(TyperGroup):
@@ -50,12 +50,15 @@ def onboard_host(
     confirm_host: Annotated[str | None, typer.Option(help="Guarded sites: the host again.")] = None,
     watch_: Watch = False,
     interval: Interval = 3.0,
+    dry_run: DryRun = False,
 ) -> None:
+    """Onboard one host. --dry-run answers the preflight report (guardrails, what MAAS knows of
+    the host, the stages and their MAAS calls) and starts nothing."""
     pk = site_id(site)
     body = body_of(site_id=pk, profile_id=profile_id(pk, profile), sku_id=sku_id(sku),
                    hostname=hostname, ipmi_ip=ipmi_ip, confirm_host=confirm_host)  # fmt: skip
     key = csvfile.idempotency_key("onboard", body)
-    wf = STATE.api.call("POST", "/onboardings", body, headers={"Idempotency-Key": key})
+    wf = send("POST", "/onboardings", body, headers={"Idempotency-Key": key}, dry_run=dry_run)
     show(wf, WF_COLUMNS)
     if watch_:
         watch_workflow("onboardings", wf["id"], interval)
@@ -69,6 +72,7 @@ def onboard_batch(
     sku: SkuOpt,
     watch_: Watch = False,
     interval: Interval = 3.0,
+    dry_run: DryRun = False,
 ) -> None:
     """Every row is checked (with its line number) before any call; then one batch request,
     all or nothing, with an Idempotency-Key derived from the file: running it again replays
@@ -79,11 +83,11 @@ def onboard_batch(
             "rows": rows.rows}  # fmt: skip
     key = csvfile.idempotency_key("batch", body)
     try:
-        batch = STATE.api.call("POST", "/onboardings/batch", body,
-                               headers={"Idempotency-Key": key})  # fmt: skip
+        batch = send("POST", "/onboardings/batch", body, headers={"Idempotency-Key": key},
+                     dry_run=dry_run)  # fmt: skip
     except ApiError as exc:
         row_errors(file, rows, exc)
         raise
-    output.console.print(f"batch {batch['id']}: {batch['size']} host(s) accepted")
+    output.say(f"batch {batch['id']}: {batch['size']} host(s) accepted")
     if watch_:
         watch_batch(batch["id"], interval)

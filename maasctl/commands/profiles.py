@@ -13,11 +13,13 @@ from maasctl.cli import (
     fail,
     if_match,
     json_option,
+    listing,
     profile_id,
+    send,
     show,
     site_id,
 )
-from maasctl.options import Limit, Policy, Revision, SiteRef, Yes
+from maasctl.options import All, DryRun, Limit, Policy, Revision, SiteRef, Yes
 
 app = typer.Typer(help="A site's profiles: runtime target and policy overrides.")
 COLUMNS = ("id", "name", "status", "architecture", "distro_series", "storage_layout")
@@ -25,8 +27,9 @@ DETAIL = (*COLUMNS, "hwe_kernel", "pxe_interface", "pxe_subnet", "policy_overrid
 
 
 @app.command("list")
-def profiles_list(site: SiteRef, limit: Limit = 100) -> None:
-    show(STATE.api.pages(f"/maas-sites/{site_id(site)}/profiles", limit=limit), COLUMNS)
+def profiles_list(site: SiteRef, limit: Limit = 100, every: All = False) -> None:
+    page = STATE.api.pages(f"/maas-sites/{site_id(site)}/profiles", limit=None if every else limit)
+    listing(page, COLUMNS, noun="profiles")
 
 
 @app.command("show")
@@ -44,11 +47,14 @@ def profiles_create(
     storage_layout: Annotated[str | None, typer.Option(help="flat, lvm, bcache, blank")] = None,
     hwe_kernel: Annotated[str | None, typer.Option()] = None,
     policy: Policy = None,
+    dry_run: DryRun = False,
 ) -> None:
     body = body_of(name=name, distro_series=distro_series, architecture=architecture,
                    storage_layout=storage_layout, hwe_kernel=hwe_kernel,
                    policy_overrides=json_option(policy, "--policy"))  # fmt: skip
-    show(STATE.api.call("POST", f"/maas-sites/{site_id(site)}/profiles", body), DETAIL)
+    answer = send("POST", f"/maas-sites/{site_id(site)}/profiles", body, dry_run=dry_run,
+                  columns=DETAIL)  # fmt: skip
+    show(answer, DETAIL)
 
 
 @app.command("update")
@@ -59,19 +65,24 @@ def profiles_update(
     storage_layout: Annotated[str | None, typer.Option()] = None,
     policy: Policy = None,
     revision: Revision = None,
+    dry_run: DryRun = False,
 ) -> None:
     pk = site_id(site)
     body = body_of(distro_series=distro_series, storage_layout=storage_layout,
                    policy_overrides=json_option(policy, "--policy"))  # fmt: skip
     if not body:
         raise fail("nothing to change: give at least one option")
-    show(STATE.api.call("PATCH", f"/maas-sites/{pk}/profiles/{profile_id(pk, profile)}", body,
-                        headers=if_match(revision)), DETAIL)  # fmt: skip
+    answer = send("PATCH", f"/maas-sites/{pk}/profiles/{profile_id(pk, profile)}", body,
+                  headers=if_match(revision), dry_run=dry_run, columns=DETAIL)  # fmt: skip
+    show(answer, DETAIL)
 
 
 @app.command("disable")
-def profiles_disable(site: SiteRef, profile: str, yes: Yes = False) -> None:
+def profiles_disable(
+    site: SiteRef, profile: str, yes: Yes = False, dry_run: DryRun = False
+) -> None:
     pk = site_id(site)
     ppk = profile_id(pk, profile)
-    confirm(f"disable profile {profile}", yes)
-    show(STATE.api.call("DELETE", f"/maas-sites/{pk}/profiles/{ppk}"), DETAIL)
+    confirm(f"disable profile {profile}", yes or dry_run)
+    show(send("DELETE", f"/maas-sites/{pk}/profiles/{ppk}", dry_run=dry_run, columns=DETAIL),
+         DETAIL)  # fmt: skip

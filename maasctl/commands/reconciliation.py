@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from maasctl.cli import STATE, body_of, fail, show, site_id
-from maasctl.options import Limit
+from maasctl.cli import STATE, body_of, fail, listing, send, show, site_id
+from maasctl.options import All, DryRun, Limit
 
 drift = typer.Typer(help="Drift between our records and MAAS.")
 reconcile = typer.Typer(help="Compare our records with MAAS now, or see how it went.")
@@ -21,9 +21,11 @@ def drift_list(
     state: Annotated[str | None, typer.Option()] = None,
     node: Annotated[int | None, typer.Option()] = None,
     limit: Limit = 100,
+    every: All = False,
 ) -> None:
     params = body_of(site=site_id(site) if site else None, kind=kind, state=state, node=node)
-    show(STATE.api.pages("/reconciliation/drift", limit=limit, **params), DRIFT_COLUMNS)
+    page = STATE.api.pages("/reconciliation/drift", limit=None if every else limit, **params)
+    listing(page, DRIFT_COLUMNS, noun="drift records")
 
 
 @drift.command("resolve")
@@ -38,19 +40,23 @@ def drift_resolve(
     expires_in: Annotated[
         int | None, typer.Option(help="Seconds an acknowledgement lasts.")
     ] = None,
+    dry_run: DryRun = False,
 ) -> None:
     if (node is None) == (machine is None):
         raise fail("give a node id or --machine SYSTEM_ID")
     path = (f"/reconciliation/drift/{node}/resolve" if node is not None
             else f"/reconciliation/drift/machines/{machine}/resolve")  # fmt: skip
     body = body_of(action=action, kind=kind, reason=reason, expires_in=expires_in)
-    show(STATE.api.call("POST", path, body)["resolved"], DRIFT_COLUMNS)
+    answer = send("POST", path, body, dry_run=dry_run, idempotent=True)
+    show(answer["resolved"], DRIFT_COLUMNS)
 
 
 @reconcile.command("run")
-def reconcile_run(site: Annotated[str | None, typer.Option()] = None) -> None:
+def reconcile_run(
+    site: Annotated[str | None, typer.Option()] = None, dry_run: DryRun = False
+) -> None:
     body = body_of(site_id=site_id(site) if site else None)
-    runs = STATE.api.call("POST", "/reconciliation/run", body)["runs"]
+    runs = send("POST", "/reconciliation/run", body, dry_run=dry_run, idempotent=True)["runs"]
     show(runs, ("id", "site_id", "state", "trigger", "queued_at", "reused"))
 
 

@@ -10,8 +10,20 @@ from typing import Annotated, Any
 
 import typer
 
-from maasctl.cli import FAILED, STATE, body_of, confirm, fail, if_match, json_option, show, site_id
-from maasctl.options import Limit, Policy, Revision, SiteRef, Yes, options_from
+from maasctl.cli import (
+    FAILED,
+    STATE,
+    body_of,
+    confirm,
+    fail,
+    if_match,
+    json_option,
+    listing,
+    send,
+    show,
+    site_id,
+)
+from maasctl.options import All, DryRun, Limit, Policy, Revision, SiteRef, Yes, options_from
 
 app = typer.Typer(help="MAAS sites: connectivity, node trust, guard, policy, credentials.")
 COLUMNS = ("id", "name", "status", "health", "last_probe_at", "maas_url")
@@ -77,8 +89,10 @@ def sites_list(
     name: Annotated[str | None, typer.Option(help="Name contains.")] = None,
     status: Annotated[str | None, typer.Option(help="active or disabled.")] = None,
     limit: Limit = 100,
+    every: All = False,
 ) -> None:
-    show(STATE.api.pages("/maas-sites", limit=limit, name=name, status=status), COLUMNS)
+    page = STATE.api.pages("/maas-sites", limit=None if every else limit, name=name, status=status)
+    listing(page, COLUMNS, noun="sites")
 
 
 @app.command("show")
@@ -92,9 +106,10 @@ def sites_create(
     name: Annotated[str, typer.Argument(help="A slug, e.g. lab-east.")],
     maas_url: Annotated[str, typer.Option(help="e.g. http://maas:5240/MAAS/")],
     fields: SiteFields,
+    dry_run: DryRun = False,
 ) -> None:
     body = {"name": name, "maas_url": maas_url, **fields.body()}
-    show(STATE.api.call("POST", "/maas-sites", body), DETAIL)
+    show(send("POST", "/maas-sites", body, dry_run=dry_run, columns=DETAIL), DETAIL)
 
 
 @app.command("update")
@@ -105,26 +120,31 @@ def sites_update(
     *,
     fields: SiteFields,
     revision: Revision = None,
+    dry_run: DryRun = False,
 ) -> None:
     body = body_of(maas_url=maas_url, **fields.body())
     if not body:
         raise fail("nothing to change: give at least one option")
-    answer = STATE.api.call("PATCH", f"/maas-sites/{site_id(site)}", body,
-                            headers=if_match(revision))  # fmt: skip
+    answer = send("PATCH", f"/maas-sites/{site_id(site)}", body, headers=if_match(revision),
+                  dry_run=dry_run, columns=DETAIL)  # fmt: skip
     show(answer, DETAIL)
 
 
 @app.command("disable")
-def sites_disable(site: SiteRef, yes: Yes = False, revision: Revision = None) -> None:
+def sites_disable(
+    site: SiteRef, yes: Yes = False, revision: Revision = None, dry_run: DryRun = False
+) -> None:
     pk = site_id(site)
-    confirm(f"disable site {site}", yes)
-    show(STATE.api.call("DELETE", f"/maas-sites/{pk}", headers=if_match(revision)), DETAIL)
+    confirm(f"disable site {site}", yes or dry_run)
+    answer = send("DELETE", f"/maas-sites/{pk}", headers=if_match(revision), dry_run=dry_run,
+                  columns=DETAIL)  # fmt: skip
+    show(answer, DETAIL)
 
 
 @app.command("probe")
-def sites_probe(site: SiteRef) -> None:
+def sites_probe(site: SiteRef, dry_run: DryRun = False) -> None:
     """Check MAAS connectivity, authentication, capabilities, boot resources, PXE, power."""
-    result = STATE.api.call("POST", f"/maas-sites/{site_id(site)}/probe")
+    result = send("POST", f"/maas-sites/{site_id(site)}/probe", dry_run=dry_run)
     if STATE.fmt != "table":
         show(result)
     else:
@@ -145,6 +165,7 @@ def sites_set_credentials(
     from_file: Annotated[
         str | None, typer.Option(help="A JSON body (docs/api.md), or - for stdin.")
     ] = None,
+    dry_run: DryRun = False,
 ) -> None:
     """Write or rotate secrets. Values come from a hidden prompt, stdin or a file: never from
     the command line. The answer shows versions, never a value."""
@@ -164,5 +185,4 @@ def sites_set_credentials(
         body["ipmi"] = {"username": ipmi_username, "password": password}
     if not body:
         raise fail("nothing to write: --maas-api-key, --ipmi-username or --from-file")
-    answer = STATE.api.call("POST", f"/maas-sites/{site_id(site)}/credentials", body)
-    show(answer)
+    show(send("POST", f"/maas-sites/{site_id(site)}/credentials", body, dry_run=dry_run))

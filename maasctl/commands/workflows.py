@@ -1,5 +1,6 @@
-"""``maasctl onboardings`` and ``maasctl decommissions``: list, show, timeline, watch and the
-recovery verbs, written once for both workflow kinds."""
+"""``maasctl onboardings`` and ``maasctl decommissions``: list, show, timeline (oldest first:
+docs/cli.md, "Timelines"), watch and the recovery verbs, written once for both workflow
+kinds."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from maasctl import watch
+from maasctl import output, watch
 from maasctl.cli import (
     FAILED,
     INTERRUPTED,
@@ -15,11 +16,14 @@ from maasctl.cli import (
     WF_COLUMNS,
     body_of,
     confirm,
+    cut,
     fail,
+    listing,
+    send,
     show,
     site_id,
 )
-from maasctl.options import Interval, Limit, WorkflowId, Yes
+from maasctl.options import All, DryRun, Interval, Limit, WorkflowId, Yes
 from maasctl.verbs import DESTRUCTIVE, NEEDS_CONFIRM, VERBS
 
 
@@ -44,9 +48,11 @@ def workflow_commands(kind: str, noun: str) -> typer.Typer:
         state: Annotated[list[str] | None, typer.Option(help="State (repeat).")] = None,
         search: Annotated[str | None, typer.Option(help="Hostname contains.")] = None,
         limit: Limit = 100,
+        every: All = False,
     ) -> None:
         params = body_of(site=site_id(site) if site else None, state=state, search=search)
-        show(STATE.api.pages(f"/{kind}", limit=limit, **params), WF_COLUMNS)
+        page = STATE.api.pages(f"/{kind}", limit=None if every else limit, **params)
+        listing(page, WF_COLUMNS, noun=kind)
 
     @group.command("show")
     def show_(
@@ -59,8 +65,11 @@ def workflow_commands(kind: str, noun: str) -> typer.Typer:
             return
         show(data, (*WF_COLUMNS, "maas_system_id", "allowed_verbs", "created_at",
                     "finished_at", "timeline_count"))  # fmt: skip
-        show(data["timeline"][-20:], ("at", "kind", "stage", "attempt", "message"),
-             title="timeline (latest)")  # fmt: skip
+        latest, total = data["timeline"][-20:], int(data.get("timeline_count", 0))
+        title = f"timeline: the latest {len(latest)} of {total} entries, oldest first"
+        show(latest, ("at", "kind", "stage", "attempt", "message"), title=title)
+        if len(latest) < total:
+            output.warn(f"every entry: maasctl {kind} timeline {pk} --all")
         diag = data.get("diagnostics")
         if diag:
             age = diag.get("age_seconds")
@@ -70,9 +79,15 @@ def workflow_commands(kind: str, noun: str) -> typer.Typer:
                  title=title)  # fmt: skip
 
     @group.command("timeline")
-    def timeline_(pk: WorkflowId, limit: Limit = 200) -> None:
-        show(STATE.api.pages(f"/{kind}/{pk}/timeline", limit=limit),
-             ("at", "kind", "stage", "attempt", "actor_name", "message"))  # fmt: skip
+    def timeline_(
+        pk: WorkflowId,
+        limit: Annotated[int, typer.Option(help="The latest this many entries.")] = 200,
+        every: All = False,
+    ) -> None:
+        """The workflow's timeline, oldest first: the latest --limit entries, or --all."""
+        got = STATE.api.latest(f"/{kind}/{pk}/timeline", limit=None if every else limit)
+        show(got.entries, ("at", "kind", "stage", "attempt", "actor_name", "message"))
+        cut(len(got.entries), got.total, "entries", also=" (the latest)")
 
     @group.command("watch")
     def watch_(pk: WorkflowId, interval: Interval = 3.0) -> None:
@@ -89,20 +104,16 @@ def verb_command(kind: str, verb: str) -> Any:
     def run(
         pk: WorkflowId,
         reason: Annotated[str, typer.Option(help="Why (audited).")] = "",
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan only.")] = False,
+        dry_run: DryRun = False,
         yes: Yes = False,
     ) -> None:
         body: dict[str, Any] = {"reason": reason}
-        if verb in DESTRUCTIVE and not dry_run:
-            confirm(f"{verb} {kind[:-1]} {pk}", yes)
+        if verb in DESTRUCTIVE:
+            confirm(f"{verb} {kind[:-1]} {pk}", yes or dry_run)
             body["confirm"] = verb in NEEDS_CONFIRM or None
-        answer = STATE.api.call("POST", f"/{kind}/{pk}/{verb}", body_of(**body),
-                                params={"dry_run": "true" if dry_run else None})  # fmt: skip
-        if dry_run:
-            show(answer, ("verb", "current_state", "from_stage", "attempt", "maas_calls",
-                          "preconditions"))  # fmt: skip
-        else:
-            show(answer, (*WF_COLUMNS, "allowed_verbs"))
+        answer = send("POST", f"/{kind}/{pk}/{verb}", body_of(**body), dry_run=dry_run,
+                      idempotent=True, columns=WF_COLUMNS)  # fmt: skip
+        show(answer, (*WF_COLUMNS, "allowed_verbs"))
 
     return run
 
