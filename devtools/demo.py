@@ -42,10 +42,11 @@ def demo_ca_pem() -> str:
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def demo_site_ensure(
-    *, actor: audit.Actor, maas_url: str, api_key: str, node_api_url: str = ""
-) -> dict[str, Any]:
-    """Create (once) the demo site, profile and SKU, refresh its credentials, probe it."""
+def demo_site_ensure(*, actor: audit.Actor, maas_url: str, api_key: str) -> dict[str, Any]:
+    """Create (once) the demo site, profile and SKU, refresh its credentials, probe it. The
+    site follows the simulator's URL (``--maas-port``) and has no node API URL of its own:
+    the deployment's (``MAASCP_NODE_API_URL``, which ``run_embedded`` sets from ``--port``)
+    applies to it as to every site created afterwards."""
     Sku.objects.get_or_create(
         code="gpu-8x-h100", defaults={"name": "8x H100 SXM5", "gpu_model": "H100", "gpu_count": 8}
     )
@@ -62,11 +63,9 @@ def demo_site_ensure(
                 "policy": {"erase_mode": "quick", "deploy_retry_limit": 1},
             },
         )
-    if node_api_url and site.node_api_url != node_api_url:
-        # a lab on this machine: the demo's nodes fetch the agent over plain http
-        MaasSite.objects.filter(pk=site.pk).update(
-            node_api_url=node_api_url, allow_http=node_api_url.startswith("http://")
-        )
+    if site.maas_url != maas_url or site.node_api_url:
+        # the simulator moved (--maas-port); a node API URL an earlier version set goes
+        MaasSite.objects.filter(pk=site.pk).update(maas_url=maas_url, node_api_url="")
     if not SiteProfile.objects.filter(site=site, name="default").exists():
         profile_create(
             actor=actor,

@@ -9,26 +9,36 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
-from maasctl.output import console
+from maasctl import output
 
 ENDED = ("succeeded", "failed", "cancelled")
 MOVING = ("pending", "running", "waiting", "cancelling")  # the rest wait for an operator
+ACTIVE = ("running", "waiting", "cancelling")  # moving even while a batch is paused
 STATES = ("pending", "running", "waiting", "cancelling", "manual_intervention", *ENDED)
 COLOURS = {"succeeded": "green", "failed": "red", "cancelled": "yellow",
            "manual_intervention": "magenta", "running": "cyan", "waiting": "blue"}  # fmt: skip
 
 
+def settled(summary: dict[str, Any]) -> bool:
+    """Nothing of the batch moves on its own: every onboarding ended or waits for an operator,
+    or the batch is paused (its pending hosts wait for ``batches resume``) and none is active."""
+    counts = summary["counts"]
+    if summary.get("state") == "paused":
+        return not any(counts.get(state, 0) for state in ACTIVE)
+    return not any(counts.get(state, 0) for state in MOVING)
+
+
 def batch(fetch: Callable[[], dict[str, Any]], *, interval: float) -> dict[str, Any]:
-    """Poll a batch until none of its onboardings moves on its own (ended, or frozen in
-    manual_intervention for an operator); the last summary."""
+    """Poll a batch until it is ``settled``; the last summary."""
     summary = fetch()
     size = max(int(summary["size"]), 1)
     with Progress(
         TextColumn("[{task.fields[colour]}]{task.description:>20}"),
         BarColumn(),
         MofNCompleteColumn(),
-        console=console,
+        console=output.console,
         refresh_per_second=4,
     ) as progress:
         tasks = {
@@ -38,7 +48,7 @@ def batch(fetch: Callable[[], dict[str, Any]], *, interval: float) -> dict[str, 
         while True:
             for state, task in tasks.items():
                 progress.update(task, completed=summary["counts"].get(state, 0))
-            if not any(summary["counts"].get(state, 0) for state in MOVING):
+            if settled(summary):
                 break
             time.sleep(interval)
             summary = fetch()
@@ -46,22 +56,24 @@ def batch(fetch: Callable[[], dict[str, Any]], *, interval: float) -> dict[str, 
 
 
 def failures_table(rows: list[dict[str, Any]]) -> Table:
+    columns = ("id", "hostname", "stage", "failure_class", "reason")
     table = Table(title="failed")
-    for column in ("id", "hostname", "stage", "failure_class", "reason"):
+    for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*(str(row.get(c, "")) for c in ("id", "hostname", "stage",
-                                                        "failure_class", "reason")))  # fmt: skip
+        table.add_row(*(output.text(row.get(c, "")) for c in columns))
     return table
 
 
 def workflow(fetch: Callable[[], dict[str, Any]], *, interval: float) -> dict[str, Any]:
     """Poll one workflow until it ends or waits for an operator; the last answer."""
     wf = fetch()
-    with console.status("") as status:
+    with output.console.status("") as status:
         while True:
-            status.update(f"{wf['hostname']}: {wf['state']} at {wf['stage'] or '-'} "
-                          f"(attempt {wf['attempt']})")  # fmt: skip
+            line = (
+                f"{wf['hostname']}: {wf['state']} at {wf['stage'] or '-'} (attempt {wf['attempt']})"
+            )
+            status.update(Text(output.clean(line)))
             if wf["state"] not in MOVING:
                 break
             time.sleep(interval)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from typer.testing import CliRunner
 
 from decommission.models import Decommission
-from maas_domain.models import AuditLog, Node, RoceAssignment
+from maas_domain.models import AuditLog, IdempotencyRecord, Node, RoceAssignment
 from maas_domain.services.tokens import api_token_create
 from maas_simulator.node import NodeSide
 from maasctl.main import app
@@ -179,6 +179,64 @@ def test_tables_json_and_yaml(cli: Any, target: Any) -> None:
     as_json = json.loads(cli("-o", "json", "skus", "show", "gpu-8x").output)
     as_yaml = yaml.safe_load(cli("-o", "yaml", "skus", "show", "gpu-8x").output)
     assert as_json == as_yaml and as_json["code"] == "gpu-8x"
+    after = json.loads(cli("skus", "show", "gpu-8x", "-o", "json").output)  # kubectl's place
+    assert after == as_json
+
+
+def test_onboard_dry_run_is_the_preflight_and_starts_nothing(cli: Any, target: Any) -> None:
+    args = ["--ipmi-ip", "10.1.0.1", "--site", "east", "--profile", "h100", "--sku", "gpu-8x"]
+    plan = cli("onboard", "c01", *args, "--dry-run")
+    assert plan.exit_code in (0, 1), plan.output  # 1: a guardrail would refuse it
+    assert "Dry run: nothing was changed" in plan.output
+    assert "probe_healthy_and_fresh" in plan.output  # the guardrails table
+    assert not Onboarding.objects.exists() and not IdempotencyRecord.objects.exists()
+    assert cli("onboard", "c01", *args).exit_code == 0  # the real one, with its own key
+    assert Onboarding.objects.count() == 1
+
+
+def test_batches_show_state_and_pause_reason_resume_and_cancel(
+    cli: Any, target: Any, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "hostname,ipmi_ip\nc01,10.1.0.1\nc02,10.1.0.2\n")
+    assert cli(*batch_args(path)).exit_code == 0
+    batch = OnboardingBatch.objects.get()
+    OnboardingBatch.objects.filter(pk=batch.pk).update(
+        state="paused", paused_reason="canary c01 failed", paused_at=timezone.now()
+    )
+    listed = cli("batches", "list")
+    assert listed.exit_code == 0 and "paused" in listed.output
+    assert "canary c01 failed" in listed.output
+    [row] = json.loads(cli("batches", "list", "-o", "json").output)
+    assert (row["state"], row["paused_reason"]) == ("paused", "canary c01 failed")
+    shown = cli("batches", "show", str(batch.pk))
+    assert f"`maasctl batches resume {batch.pk}`" in shown.output
+    resumed = cli("-o", "json", "batches", "resume", str(batch.pk), "--reason", "looked at it")
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads(resumed.output)["state"] == "running"
+    assert AuditLog.objects.filter(action="onboarding.batch_resume",
+                                   reason="looked at it").exists()  # fmt: skip
+    again = cli("batches", "resume", str(batch.pk))
+    assert again.exit_code == 3 and "only a paused batch resumes" in again.output
+    refused = cli("batches", "cancel", str(batch.pk), input="n\n")
+    assert refused.exit_code == 2 and OnboardingBatch.objects.get().state == "running"
+    cancelled = cli("-o", "json", "batches", "cancel", str(batch.pk), input="y\n")
+    assert cancelled.exit_code == 0, cancelled.output
+    assert OnboardingBatch.objects.get().state == "cancelled"
+    assert set(Onboarding.objects.values_list("state", flat=True)) == {"cancelled"}
+
+
+def test_a_new_token_says_what_its_scope_allows(cli: Any) -> None:
+    made = cli("tokens", "create", "ci")
+    assert made.exit_code == 0, made.output
+    assert "Scope read: read only: every GET" in made.stderr
+    assert "--scope operate or --scope admin" in made.stderr
+    token = made.stdout.strip().splitlines()[-1]
+    assert token.startswith("mcp_")
+    refused = cli("skus", "create", "x", "--name", "y", env_extra={"MAASCTL_TOKEN": token})
+    assert refused.exit_code == 2 and "403 Forbidden" in refused.output
+    admin = cli("-o", "json", "tokens", "create", "ops", "--scope", "admin")
+    assert json.loads(admin.stdout)["scope"] == "admin"
+    assert "Scope admin: operate, plus decommissions" in admin.stderr
 
 
 def test_verbs_with_dry_run_and_a_confirmed_cancel(cli: Any, target: Any) -> None:
@@ -251,6 +309,8 @@ def test_journey_from_csv_with_progress_then_reimage(
     assert shown["recent_workflows"][0]["state"] == "succeeded"
     timeline = json.loads(cli("-o", "json", "nodes", "timeline", str(node.pk)).output)
     assert any(e["kind"] == "stage.completed" for e in timeline["results"])
+    moments = [e["at"] for e in timeline["results"]]
+    assert moments == sorted(moments)  # oldest first, as every maasctl timeline
     reimage = cli("-o", "json", "decommission", str(node.pk), "--mode", "reimage", "--yes",
                   "--reason", "new image", "--watch", "--interval", "0.3")  # fmt: skip
     assert reimage.exit_code == 0, reimage.output

@@ -2,7 +2,12 @@
 API + admin (gunicorn), a worker, beat and the MAAS simulator with a demo site whose probe is
 healthy. A site can be created through the API, a task round-trips through the worker, and
 Ctrl-C stops every process. The console shows the banner and one line per timeline event, never
-the processes' logs: those go to <data>/log/<process>.log."""
+the processes' logs: those go to <data>/log/<process>.log. On a port that is not 8000, the demo
+onboarding succeeds only if the node API address follows --port (its preflight reaches it).
+
+A restart keeps the API token and the earlier logs; a second start from the same data folder
+is refused naming the first; SIGHUP (the terminal closing) stops everything, and so does a
+kill -9 of the runner on Linux; maasctl reaches the stack through the profile it wrote."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -30,8 +36,9 @@ def free_port() -> int:
 
 
 def embedded_env(data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAASCP_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAASCP_", "MAASCTL_"))}
     env["MAASCP_DATA_DIR"] = str(data_dir)
+    env["MAASCTL_CONFIG"] = str(data_dir / "maasctl.toml")  # never the user's own config
     return env
 
 
@@ -57,6 +64,10 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
         text=True,
     )
     output: list[str] = []
+    # a stack that never says what the test waits for is killed, so readline ends: a failure,
+    # not a hang (its children go with it: devtools/childguard.py)
+    watchdog = threading.Timer(420, runner.kill)
+    watchdog.start()
     try:
         token = None
         deadline = time.monotonic() + 90
@@ -73,6 +84,7 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
                 demo_line = line
         assert token, "".join(output)
         assert "probe: healthy" in demo_line, "".join(output)
+        assert f"(profile 'default' written to {tmp_path / 'maasctl.toml'})" in "".join(output)
         assert (tmp_path / "maascp.sqlite3").exists()
         assert (tmp_path / "broker" / "queue").is_dir()
 
@@ -137,6 +149,7 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
         assert re.search(ended, metrics), metrics
         assert re.search(r'maascp_maas_requests_total\{[^}]*operation="deploy"', metrics)
     finally:
+        watchdog.cancel()
         runner.send_signal(signal.SIGINT)
         rest, _ = runner.communicate(timeout=60)
         output.append(rest)
@@ -190,3 +203,102 @@ def test_show_logs_copies_a_process_log_to_the_console_and_its_file(tmp_path: Pa
     child.wait()
     assert console.getvalue().splitlines() == ['[worker] {"msg": "one"}', "[worker] two"]
     assert log.read_text() == '{"msg": "one"}\ntwo\n'
+
+
+def _start(data: Path, port: int, maas_port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "run_embedded", "--port", str(port), "--maas-port",
+         str(maas_port), "--concurrency", "1", "--no-demo"],
+        cwd=ROOT, env=embedded_env(data), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,  # signals from this test reach the runner alone
+    )  # fmt: skip
+
+
+def _banner(runner: subprocess.Popen[str]) -> str:
+    """The output up to the demo site line (the stack is up); a runner silent for 120 s is
+    killed (readline then ends)."""
+    assert runner.stdout is not None
+    lines: list[str] = []
+    watchdog = threading.Timer(120, runner.kill)
+    watchdog.start()
+    try:
+        for line in runner.stdout:
+            lines.append(line)
+            if "Demo site" in line:
+                return "".join(lines)
+    finally:
+        watchdog.cancel()
+    raise AssertionError("".join(lines))
+
+
+def _gone(pids: list[int], seconds: float = 30) -> list[int]:
+    """The pids still alive (not zombies) after waiting up to ``seconds``."""
+    from devtools.stack import command_of
+
+    deadline = time.monotonic() + seconds
+    while (alive := [p for p in pids if command_of(p)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
+
+
+def _children(data: Path) -> list[int]:
+    procs = json.loads((data / "run" / "embedded.json").read_text())["processes"]
+    return [entry["pid"] for name, entry in procs.items() if name != "run_embedded"]
+
+
+def test_restart_keeps_the_token_and_logs_and_hangup_or_kill_stops_everything(
+    tmp_path: Path,
+) -> None:
+    port, maas_port = free_port(), free_port()
+    children: list[int] = []
+    first = _start(tmp_path, port, maas_port)
+    try:
+        text = _banner(first)
+        token = re.search(r"API token\s+:\s+(\S+)", text).group(1)
+        assert "(new; kept in" in text
+        # maasctl finds the stack with nothing exported: the profile make run wrote
+        env = {k: v for k, v in embedded_env(tmp_path).items() if k != "MAASCP_DATA_DIR"}
+        script = Path(sys.executable).with_name("maasctl")
+        listed = subprocess.run([str(script), "sites", "list", "-o", "json"], env=env,
+                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert [s["name"] for s in json.loads(listed.stdout)] == ["demo"]
+        # a second start from the same data folder is refused, naming the first
+        second = subprocess.run(
+            [sys.executable, "manage.py", "run_embedded", "--port", str(free_port()),
+             "--maas-port", str(free_port()), "--no-demo"],
+            cwd=ROOT, env=embedded_env(tmp_path), capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        assert second.returncode != 0
+        assert f"is already running (http://127.0.0.1:{port})" in second.stderr
+        assert f"run_embedded (pid {first.pid}: " in second.stderr
+        children = _children(tmp_path)
+        # the terminal goes away: its output is closed and the runner gets SIGHUP
+        assert first.stdout is not None
+        first.stdout.close()
+        first.send_signal(signal.SIGHUP)
+        first.wait(timeout=60)
+        assert _gone(children) == []
+        assert not (tmp_path / "run" / "embedded.json").exists()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        for pid in _gone(children, seconds=0):  # only when an assertion above failed
+            os.kill(pid, signal.SIGKILL)
+    again = _start(tmp_path, port, maas_port)
+    try:
+        text = _banner(again)
+        assert f"API token   : {token}  (the same as before" in text
+        assert (tmp_path / "log" / "api.log.1").stat().st_size > 0  # the first run's log
+        children = _children(tmp_path)
+        again.kill()  # kill -9 of the runner: no SIGTERM handler runs
+        again.wait()
+        if sys.platform.startswith("linux"):
+            assert _gone(children) == []  # they die with it (devtools/childguard.py)
+    finally:
+        if again.poll() is None:
+            again.kill()
+            again.wait()
+        for pid in _gone(children, seconds=0):
+            os.kill(pid, signal.SIGKILL)

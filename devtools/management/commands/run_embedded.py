@@ -2,15 +2,25 @@
 bundled MAAS simulator, with a demo site registered against it and probed.
 
 Embedded defaults: SQLite and the filesystem broker under the data folder, so nothing needs
-installing. Ctrl-C (or SIGTERM) stops every process; if one process dies, all are stopped.
+installing. Every URL follows ``--port`` (the banner, the demo site, and the node API address
+every site without its own uses: ``MAASCP_NODE_API_URL`` for the processes started here).
+
+A start is refused, with the processes named, while a stack from the same data folder runs (or
+left processes behind) or while a port it needs is busy (``devtools/stack.py``). Ctrl-C,
+SIGTERM and SIGHUP (closing the terminal) stop every process; if one process dies, all are
+stopped; on Linux the children also die with this process, even on ``kill -9``
+(``devtools/childguard.py``).
 
 The console stays readable: the banner, then one short line per workflow timeline event (the demo
 onboarding first). Each process's full output (JSON log lines) goes to
-``<data folder>/log/<process>.log``; ``--show-logs`` also copies it to the console.
+``<data folder>/log/<process>.log``, the previous runs' to ``<process>.log.1`` … ``.5``;
+``--show-logs`` also copies it to the console. The admin API token is kept across restarts and
+written, with the URL, as a maasctl profile (``devtools/localprofile.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -30,15 +40,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 import maas_simulator
+from devtools import localprofile, stack
 from devtools.console import TimelineFollower
 from devtools.demo import demo_onboarding_start, demo_site_ensure
-from maas_domain.models import ApiToken
 from maas_domain.observability.exposition import wipe
-from maas_domain.services.tokens import api_token_create, api_token_revoke
 from maas_domain.work import WorkflowState
 from onboarding.models import Onboarding
 
-EMBEDDED_TOKEN_NAME = "embedded"  # noqa: S105 (a label)
+# the word of each child's command line that tells it from a process that reused its pid
+MARKERS = {"maas-simulator": "simulate_maas", "api": "gunicorn", "worker": "celery",
+           "beat": "celery"}  # fmt: skip
 
 
 class Command(BaseCommand):
@@ -57,33 +68,60 @@ class Command(BaseCommand):
             action="store_true",
             help="also print every process's JSON log lines here (always in <data>/log/)",
         )
+        parser.add_argument(
+            "--no-profile",
+            action="store_true",
+            help="do not write the stack's profile into maasctl's config (docs/cli.md)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        self.stdout.write(f"data folder: {settings.DATA_DIR}")
+        data_dir = Path(settings.DATA_DIR)
+        base = f"http://{opts['host']}:{opts['port']}"
+        maas_url = f"http://127.0.0.1:{opts['maas_port']}/MAAS/"
+        refusal = stack.refusal_if_running(data_dir) or stack.refusal_if_busy(
+            [
+                ("API", opts["host"], opts["port"]),
+                ("MAAS simulator", "127.0.0.1", opts["maas_port"]),
+            ]
+        )
+        if refusal:
+            raise CommandError(refusal)
+        self._say(f"data folder: {data_dir}")
+        # The node API address of every site without its own follows --port (unless set).
+        if "MAASCP_NODE_API_URL" not in os.environ:
+            os.environ["MAASCP_NODE_API_URL"] = settings.NODE_API_URL = base
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         # Every process started here shares the metrics folder; what earlier runs left goes.
         wipe(Path(settings.METRICS_DIR))
-        password, token = self._admin_login(opts["admin_user"])
-        base = f"http://{opts['host']}:{opts['port']}"
-        maas_url = f"http://127.0.0.1:{opts['maas_port']}/MAAS/"
-        procs = self._start(opts)
+        password, token, minted = self._admin_login(opts["admin_user"])
+        profile = None
+        if not opts["no_profile"]:
+            try:
+                profile = localprofile.write_profile(
+                    url=base, token_path=localprofile.token_file(data_dir)
+                )
+            except localprofile.ProfileError as exc:
+                self._say(f"note: no maasctl profile written ({exc})")
         stopping = False
 
         def stop(signum: int, frame: Any) -> None:
             nonlocal stopping
             stopping = True
 
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, stop)
+        procs = self._start(opts)
+        stack.record(data_dir, url=base, children={
+            name: (proc.pid, MARKERS[name]) for name, proc in procs.items()})  # fmt: skip
         try:
             self._wait_http(f"{maas_url}api/2.0/version/", procs, lambda: stopping)
-            probe = self._demo_site(opts["admin_user"], maas_url, base)
+            probe = self._demo_site(opts["admin_user"], maas_url)
             self._wait_http(f"{base}/admin/login/", procs, lambda: stopping)
             if stopping:
                 return
-            self._banner(base, opts["admin_user"], password, token)
-            self.stdout.write(
+            self._banner(base, opts["admin_user"], password, token, minted, profile)
+            self._say(
                 f"  Demo site   : 'demo' on the MAAS simulator at {maas_url} "
                 f"(probe: {probe['health']})\n"
             )
@@ -91,14 +129,13 @@ class Command(BaseCommand):
             demo = None if opts["no_demo"] else self._demo_onboarding(opts["admin_user"], base)
             while not stopping:
                 for line in follower.new_lines():
-                    self.stdout.write(line)
+                    self._say(line)
                 if demo is not None:
                     demo.refresh_from_db(fields=["state", "reason"])
                     if demo.state in (WorkflowState.SUCCEEDED, WorkflowState.FAILED):
                         reason = f": {demo.reason}" if demo.reason else ""
-                        self.stdout.write(f"Demo onboarding {demo.state}{reason}")
+                        self._say(f"Demo onboarding {demo.state}{reason}")
                         demo = None
-                self.stdout.flush()
                 for name, proc in procs.items():
                     if proc.poll() is not None:
                         raise CommandError(
@@ -108,9 +145,20 @@ class Command(BaseCommand):
                 time.sleep(0.5)
         finally:
             self._stop_all(procs)
+            stack.forget(data_dir)
 
-    def _admin_login(self, username: str) -> tuple[str, str]:
-        """Ensure a staff superuser with a password kept in the data folder; mint a token."""
+    def _say(self, line: str) -> None:
+        """A console line; a console that went away (the terminal closed: SIGHUP) is no reason
+        to stop anything but the stack."""
+        try:
+            self.stdout.write(line)
+            self.stdout.flush()
+        except OSError:  # EIO from a hung-up terminal, EPIPE from a closed pipe
+            self.stdout = type(self.stdout)(open(os.devnull, "w"))  # noqa: SIM115 (to the end)
+
+    def _admin_login(self, username: str) -> tuple[str, str, bool]:
+        """Ensure a staff superuser with a password kept in the data folder; the admin API token
+        kept across restarts (a new one only when it is revoked or about to expire)."""
         pw_file = Path(settings.DATA_DIR) / "admin-password"
         if not pw_file.exists():
             pw_file.write_text(secrets.token_urlsafe(12))
@@ -122,19 +170,13 @@ class Command(BaseCommand):
             user.is_staff = user.is_superuser = user.is_active = True
             user.set_password(password)
             user.save()
-            for old in ApiToken.objects.filter(
-                user=user, name=EMBEDDED_TOKEN_NAME, revoked_at__isnull=True
-            ).values_list("pk", flat=True):
-                api_token_revoke(actor=None, token_id=old, reason="embedded stack restarted")
-            _, raw = api_token_create(
-                actor=None, user=user, name=EMBEDDED_TOKEN_NAME, scope="admin"
-            )
-        return password, raw
+            raw, minted = localprofile.embedded_token(user=user, data_dir=Path(settings.DATA_DIR))
+        return password, raw, minted
 
-    def _demo_site(self, username: str, maas_url: str, base: str) -> dict[str, Any]:
+    def _demo_site(self, username: str, maas_url: str) -> dict[str, Any]:
         user = get_user_model().objects.get(username=username)
         api_key = self._sim_key_file().read_text().strip()
-        return demo_site_ensure(actor=user, maas_url=maas_url, api_key=api_key, node_api_url=base)
+        return demo_site_ensure(actor=user, maas_url=maas_url, api_key=api_key)
 
     def _demo_onboarding(self, username: str, base: str) -> Onboarding | None:
         """Onboard c07u31 against the simulator; the follower prints its timeline."""
@@ -142,11 +184,11 @@ class Command(BaseCommand):
         wf = demo_onboarding_start(actor=user)
         url = f"{base}/api/v1/admin/onboardings/{wf.pk}"
         if wf.state == WorkflowState.SUCCEEDED:
-            self.stdout.write(f"Demo onboarding of c07u31 already succeeded: {url}")
+            self._say(f"Demo onboarding of c07u31 already succeeded: {url}")
             return None
-        self.stdout.write(f"Demo onboarding of c07u31: {url}")
+        self._say(f"Demo onboarding of c07u31: {url}")
         if wf.events.exists() and wf.state != WorkflowState.PENDING:
-            self.stdout.write("  (resumed from an earlier run; its timeline is at the URL above)")
+            self._say("  (resumed from an earlier run; its timeline is at the URL above)")
         return wf
 
     def _log_dir(self) -> Path:
@@ -186,29 +228,34 @@ class Command(BaseCommand):
         log_dir = self._log_dir()
         log_dir.mkdir(parents=True, exist_ok=True)
         procs = {}
+        logs = {}
+        guard = [py, "-m", "devtools.childguard", str(os.getpid()), "--"]
         for name, cmd in commands.items():
-            log = (log_dir / f"{name}.log").open("wb")  # this run's log, from its first line
+            stack.rotate(log_dir / f"{name}.log")  # the last runs' logs are kept (.1 … .5)
+            logs[name] = log = (log_dir / f"{name}.log").open("wb")
             # Own session: a terminal Ctrl-C reaches only us, and we stop the children in order.
             procs[name] = subprocess.Popen(
-                cmd,
+                [*guard, *cmd],
                 env=env,
+                cwd=settings.BASE_DIR,
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if opts["show_logs"] else log,
                 stderr=subprocess.STDOUT,
             )
-            if opts["show_logs"]:
-                threading.Thread(
-                    target=self._tee, args=(name, procs[name], log), daemon=True
-                ).start()
-            else:
+            if not opts["show_logs"]:
                 log.close()  # the child holds its own copy
-        self.stdout.write(
-            f"started {', '.join(procs)}; their logs: {log_dir}/<name>.log"
-            + ("" if opts["show_logs"] else " (--show-logs to see them here)")
+        if opts["show_logs"]:  # threads only once every child is started
+            for name, proc in procs.items():
+                threading.Thread(
+                    target=self._tee, args=(name, proc, logs[name]), daemon=True
+                ).start()
+        self._say(
+            f"started {', '.join(procs)}; their logs: {log_dir}/<name>.log (earlier runs: "
+            "<name>.log.1 …)" + ("" if opts["show_logs"] else " (--show-logs to see them here)")
         )
         if os.geteuid() == 0:
-            self.stdout.write(
+            self._say(
                 "note: running as root, so Celery logs a SecurityWarning about superuser "
                 "privileges in worker.log; run `make run` as an ordinary user to avoid it"
             )
@@ -221,7 +268,7 @@ class Command(BaseCommand):
             for raw in proc.stdout:
                 log.write(raw)
                 log.flush()
-                self.stdout.write(f"[{name}] {raw.decode(errors='replace').rstrip()}")
+                self._say(f"[{name}] {raw.decode(errors='replace').rstrip()}")
 
     def _wait_http(self, url: str, procs: dict[str, Any], stopping: Any) -> None:
         deadline = time.monotonic() + 60
@@ -237,38 +284,61 @@ class Command(BaseCommand):
         if not stopping():
             raise CommandError(f"the API did not answer at {url} within 60s")
 
-    def _banner(self, base: str, user: str, password: str, token: str) -> None:
-        self.stdout.write(
+    def _banner(
+        self,
+        base: str,
+        user: str,
+        password: str,
+        token: str,
+        minted: bool,
+        profile: tuple[str, Path] | None,
+    ) -> None:
+        maasctl = Path(sys.executable).with_name("maasctl")
+        with contextlib.suppress(ValueError):
+            maasctl = maasctl.relative_to(Path.cwd())
+        kept = localprofile.token_file(Path(settings.DATA_DIR))
+        if profile is None:
+            how = [f"  maasctl     : MAASCTL_URL={base} MAASCTL_TOKEN_FILE={kept} {maasctl} "
+                   "sites list"]  # fmt: skip
+        else:
+            name, config = profile
+            flag = "" if name == "default" else f"--profile {name} "
+            how = [f"  maasctl     : {maasctl} {flag}sites list",
+                   f"                (profile '{name}' written to {config})"]  # fmt: skip
+        self._say(
             "\n".join(
                 [
                     "",
                     "MAAS control plane is running (embedded mode)",
                     f"  Admin pages : {base}/admin/  (login: {user} / {password})",
                     f"  Admin API   : {base}/api/v1/admin/",
-                    f"  API token   : {token}",
+                    f"  API token   : {token}  ({'new' if minted else 'the same as before'}; "
+                    f"kept in {kept} across restarts)",
                     f"  Metrics     : {base}/api/v1/admin/metrics  (same token; Prometheus)",
                     f"  API docs    : {base}/api/v1/docs/  (OpenAPI: {base}/api/v1/schema/)",
-                    f"  maasctl     : MAASCTL_URL={base} MAASCTL_TOKEN={token} "
-                    ".venv/bin/maasctl sites list",
+                    *how,
                     "  Example     :",
                     f"    curl -s -H 'Authorization: Bearer {token}' "
                     f"{base}/api/v1/admin/maas-sites",
-                    "Press Ctrl-C to stop everything.",
+                    "Press Ctrl-C to stop everything (closing the terminal does too).",
                     "",
                 ]
             )
         )
-        self.stdout.flush()
 
     def _stop_all(self, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+        """SIGTERM to every process group, then wait (SIGKILL after 15 s); never stopped by a
+        console that went away."""
         for proc in procs.values():
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 15
         for name, proc in procs.items():
             try:
                 proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-            self.stdout.write(f"stopped {name}")
+            self._say(f"stopped {name}")

@@ -1,0 +1,2 @@
+"""maasctl's commands, one module per resource (docs/cli.md, "Commands"); ``maasctl.main``
+assembles them into one Typer app."""

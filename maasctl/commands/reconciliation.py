@@ -1,0 +1,71 @@
+"""``maasctl drift`` and ``maasctl reconcile``: drift between our records and MAAS."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from maasctl.cli import STATE, body_of, fail, listing, send, show, site_id
+from maasctl.options import All, DryRun, Limit
+
+drift = typer.Typer(help="Drift between our records and MAAS.")
+reconcile = typer.Typer(help="Compare our records with MAAS now, or see how it went.")
+DRIFT_COLUMNS = ("id", "site_id", "kind", "severity", "state", "hostname", "system_id", "message")
+
+
+@drift.command("list")
+def drift_list(
+    site: Annotated[str | None, typer.Option()] = None,
+    kind: Annotated[str | None, typer.Option()] = None,
+    state: Annotated[str | None, typer.Option()] = None,
+    node: Annotated[int | None, typer.Option()] = None,
+    limit: Limit = 100,
+    every: All = False,
+) -> None:
+    params = body_of(site=site_id(site) if site else None, kind=kind, state=state, node=node)
+    page = STATE.api.pages("/reconciliation/drift", limit=None if every else limit, **params)
+    listing(page, DRIFT_COLUMNS, noun="drift records")
+
+
+@drift.command("resolve")
+def drift_resolve(
+    node: Annotated[int | None, typer.Argument(help="The node (or --machine).")] = None,
+    machine: Annotated[str | None, typer.Option(help="A MAAS system id with no node.")] = None,
+    action: Annotated[
+        str, typer.Option(help="acknowledge, adopt or mark-manual-intervention")
+    ] = "acknowledge",
+    kind: Annotated[str | None, typer.Option()] = None,
+    reason: Annotated[str, typer.Option()] = "",
+    expires_in: Annotated[
+        int | None, typer.Option(help="Seconds an acknowledgement lasts.")
+    ] = None,
+    dry_run: DryRun = False,
+) -> None:
+    if (node is None) == (machine is None):
+        raise fail("give a node id or --machine SYSTEM_ID")
+    path = (f"/reconciliation/drift/{node}/resolve" if node is not None
+            else f"/reconciliation/drift/machines/{machine}/resolve")  # fmt: skip
+    body = body_of(action=action, kind=kind, reason=reason, expires_in=expires_in)
+    answer = send("POST", path, body, dry_run=dry_run, idempotent=True)
+    show(answer["resolved"], DRIFT_COLUMNS)
+
+
+@reconcile.command("run")
+def reconcile_run(
+    site: Annotated[str | None, typer.Option()] = None, dry_run: DryRun = False
+) -> None:
+    body = body_of(site_id=site_id(site) if site else None)
+    runs = send("POST", "/reconciliation/run", body, dry_run=dry_run, idempotent=True)["runs"]
+    show(runs, ("id", "site_id", "state", "trigger", "queued_at", "reused"))
+
+
+@reconcile.command("status")
+def reconcile_status() -> None:
+    data = STATE.api.get("/reconciliation/status")
+    if STATE.fmt != "table":
+        show(data)
+        return
+    rows = [{**s, "open_drift": s["open_drift"]["total"],
+             "last_run": (s["last_run"] or {}).get("state")} for s in data["sites"]]  # fmt: skip
+    show(rows, ("site_id", "site_name", "site_status", "last_run", "open_drift", "next_run_at"))

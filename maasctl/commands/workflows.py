@@ -1,0 +1,122 @@
+"""``maasctl onboardings`` and ``maasctl decommissions``: list, show, timeline (oldest first:
+docs/cli.md, "Timelines"), watch and the recovery verbs, written once for both workflow
+kinds."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from maasctl import output, watch
+from maasctl.cli import (
+    FAILED,
+    INTERRUPTED,
+    STATE,
+    WF_COLUMNS,
+    body_of,
+    confirm,
+    cut,
+    fail,
+    listing,
+    send,
+    show,
+    site_id,
+)
+from maasctl.options import All, DryRun, Interval, Limit, WorkflowId, Yes
+from maasctl.verbs import DESTRUCTIVE, NEEDS_CONFIRM, VERBS
+
+
+def watch_workflow(kind: str, pk: int, interval: float) -> None:
+    try:
+        wf = watch.workflow(lambda: STATE.api.get(f"/{kind}/{pk}", diagnostics="false"),
+                            interval=interval)  # fmt: skip
+    except KeyboardInterrupt:
+        raise fail(f"stopped watching; {kind[:-1]} {pk} goes on "
+                   f"(maasctl {kind} watch {pk})", INTERRUPTED) from None  # fmt: skip
+    show(wf, WF_COLUMNS)
+    if wf["state"] != "succeeded":
+        raise typer.Exit(FAILED)
+
+
+def workflow_commands(kind: str, noun: str) -> typer.Typer:
+    group = typer.Typer(help=f"{noun.capitalize()}s: list, show, watch, recovery verbs.")
+
+    @group.command("list")
+    def list_(
+        site: Annotated[str | None, typer.Option(help="Site id or name.")] = None,
+        state: Annotated[list[str] | None, typer.Option(help="State (repeat).")] = None,
+        search: Annotated[str | None, typer.Option(help="Hostname contains.")] = None,
+        limit: Limit = 100,
+        every: All = False,
+    ) -> None:
+        params = body_of(site=site_id(site) if site else None, state=state, search=search)
+        page = STATE.api.pages(f"/{kind}", limit=None if every else limit, **params)
+        listing(page, WF_COLUMNS, noun=kind)
+
+    @group.command("show")
+    def show_(
+        pk: WorkflowId,
+        diagnostics: Annotated[str, typer.Option(help="cached, refresh or false.")] = "cached",
+    ) -> None:
+        data = STATE.api.get(f"/{kind}/{pk}", diagnostics=diagnostics)
+        if STATE.fmt != "table":
+            show(data)
+            return
+        show(data, (*WF_COLUMNS, "maas_system_id", "allowed_verbs", "created_at",
+                    "finished_at", "timeline_count"))  # fmt: skip
+        latest, total = data["timeline"][-20:], int(data.get("timeline_count", 0))
+        title = f"timeline: the latest {len(latest)} of {total} entries, oldest first"
+        show(latest, ("at", "kind", "stage", "attempt", "message"), title=title)
+        if len(latest) < total:
+            output.warn(f"every entry: maasctl {kind} timeline {pk} --all")
+        diag = data.get("diagnostics")
+        if diag:
+            age = diag.get("age_seconds")
+            title = "diagnostics" + (f" ({age:.0f} s old)" if age is not None else "")
+            show({k: v for k, v in diag.items() if k not in ("events", "installation_output",
+                                                             "commissioning_results")},
+                 title=title)  # fmt: skip
+
+    @group.command("timeline")
+    def timeline_(
+        pk: WorkflowId,
+        limit: Annotated[int, typer.Option(help="The latest this many entries.")] = 200,
+        every: All = False,
+    ) -> None:
+        """The workflow's timeline, oldest first: the latest --limit entries, or --all."""
+        got = STATE.api.latest(f"/{kind}/{pk}/timeline", limit=None if every else limit)
+        show(got.entries, ("at", "kind", "stage", "attempt", "actor_name", "message"))
+        cut(len(got.entries), got.total, "entries", also=" (the latest)")
+
+    @group.command("watch")
+    def watch_(pk: WorkflowId, interval: Interval = 3.0) -> None:
+        watch_workflow(kind, pk, interval)
+
+    for verb in VERBS:
+        group.command(verb, help=f"The {verb} recovery verb (docs/api.md).")(
+            verb_command(kind, verb)
+        )
+    return group
+
+
+def verb_command(kind: str, verb: str) -> Any:
+    def run(
+        pk: WorkflowId,
+        reason: Annotated[str, typer.Option(help="Why (audited).")] = "",
+        dry_run: DryRun = False,
+        yes: Yes = False,
+    ) -> None:
+        body: dict[str, Any] = {"reason": reason}
+        if verb in DESTRUCTIVE:
+            confirm(f"{verb} {kind[:-1]} {pk}", yes or dry_run)
+            body["confirm"] = verb in NEEDS_CONFIRM or None
+        answer = send("POST", f"/{kind}/{pk}/{verb}", body_of(**body), dry_run=dry_run,
+                      idempotent=True, columns=WF_COLUMNS)  # fmt: skip
+        show(answer, (*WF_COLUMNS, "allowed_verbs"))
+
+    return run
+
+
+onboardings = workflow_commands("onboardings", "onboarding")
+decommissions = workflow_commands("decommissions", "decommission")
