@@ -37,6 +37,7 @@ from maas_domain.humanize import humanize_age
 from maas_domain.work import OPEN_STATES, WorkflowState
 from workflows import verbs
 from workflows.kinds import KINDS, WorkflowKind
+from workflows.models import COMMON_FIELDS
 
 W = WorkflowState
 
@@ -176,17 +177,11 @@ class WorkflowAdmin(ActionAdmin[Any]):
     # Live MAAS diagnostics for a workflow row (loaded asynchronously on the page).
     diagnostics: Any = None  # staticmethod: (workflow) -> dict
     version_fields: ClassVar[tuple[str, ...]] = ()
+    # the common fields but those the page's header shows (state, stage, attempt)
     summary_fields: ClassVar[tuple[str, ...]] = (
         "hostname",
         "site",
-        "maas_system_id",
-        "checkpoint",
-        "failure_class",
-        "reason",
-        "correlation_id",
-        "created_at",
-        "started_at",
-        "finished_at",
+        *(f for f in COMMON_FIELDS if f not in ("hostname", "state", "stage", "attempt")),
     )
     extra_list_display: ClassVar[tuple[str, ...]] = ()
     # Kind-specific actions offered next to the verbs (buttons, bulk actions, confirmation).

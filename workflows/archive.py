@@ -18,19 +18,9 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from workflows.models import COMMON_FIELDS
+
 FORMAT = "maascp.timeline/1"
-WORKFLOW_FIELDS = (
-    "state",
-    "stage",
-    "checkpoint",
-    "attempt",
-    "failure_class",
-    "reason",
-    "correlation_id",
-    "created_at",
-    "started_at",
-    "finished_at",
-)
 
 
 def timeline_lines(kind: str, wf: Any) -> Iterator[str]:
@@ -41,7 +31,7 @@ def timeline_lines(kind: str, wf: Any) -> Iterator[str]:
         "id": wf.pk,
         "site": wf.site.name,
         "hostname": wf.hostname,
-        **{name: getattr(wf, name) for name in WORKFLOW_FIELDS},
+        **{name: getattr(wf, name) for name in COMMON_FIELDS},
     }
     yield json.dumps(head, cls=DjangoJSONEncoder, sort_keys=True)
     for event in wf.events.order_by("at", "id").iterator(chunk_size=2000):

@@ -19,6 +19,22 @@ from django_fsm import FSMField, FSMModelMixin, transition
 from maas_domain.work import OPEN_STATES, WorkflowState
 
 W = WorkflowState
+# What every workflow shows, whatever its kind, in this order: its API answer, its admin page's
+# summary and its timeline export start with these (a kind adds its own after them).
+COMMON_FIELDS = (
+    "hostname",
+    "state",
+    "stage",
+    "checkpoint",
+    "attempt",
+    "failure_class",
+    "reason",
+    "maas_system_id",
+    "correlation_id",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
 # States an execution may claim (run a stage, or the kind's cancel stage).
 RUNNABLE_STATES = (W.RUNNING, W.CANCELLING)
 

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from decommission.models import Decommission, Mode
 from maas_domain.api.serializers import StrictMixin
 from workflows import api as workflows
+from workflows.models import COMMON_FIELDS
 
 
 class DecommissionStartSerializer(StrictMixin, serializers.Serializer[Any]):
@@ -35,16 +36,9 @@ class DecommissionSerializer(workflows.WorkflowSerializer):
             "site_id",
             "node_id",
             "profile_id",
-            "hostname",
-            "mode",
-            "state",
             "queued",
-            "stage",
-            "checkpoint",
-            "attempt",
-            "failure_class",
-            "reason",
-            "maas_system_id",
+            *COMMON_FIELDS,
+            "mode",
             "force_release",
             "prior_node_state",
             "erase_mode",
@@ -54,10 +48,6 @@ class DecommissionSerializer(workflows.WorkflowSerializer):
             "reimage_onboarding_id",
             "requested_by",
             "request_reason",
-            "correlation_id",
-            "created_at",
-            "started_at",
-            "finished_at",
             "updated_at",
         ]
         read_only_fields = fields

@@ -16,6 +16,7 @@ from maas_domain.work import OPEN_STATES, WorkflowState
 from onboarding import budget as batch_rules
 from onboarding.models import Onboarding, OnboardingBatch
 from workflows import api as workflows
+from workflows.models import COMMON_FIELDS
 
 
 def _check(fn: Any) -> Any:
@@ -70,18 +71,10 @@ class OnboardingSerializer(workflows.WorkflowSerializer):
             "sku_id",
             "node_id",
             "batch_id",
-            "hostname",
-            "ipmi_ip",
-            "state",
             "queued",
-            "stage",
-            "checkpoint",
-            "attempt",
-            "failure_class",
-            "reason",
-            "maas_system_id",
+            *COMMON_FIELDS,
+            "ipmi_ip",
             "created_machine",
-            "correlation_id",
             "site_bundle_version",
             "agent_bootstrap_version",
             "token_attempt",
@@ -94,9 +87,6 @@ class OnboardingSerializer(workflows.WorkflowSerializer):
             "node_failure_detail",
             "enrolled_at",
             "enrolled_attempt",
-            "created_at",
-            "started_at",
-            "finished_at",
             "completed_at",
             "updated_at",
         ]
