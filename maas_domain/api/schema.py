@@ -132,7 +132,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-unty
         return {
             "type": "http",
             "scheme": "bearer",
-            "description": "An API token (`maasctl tokens create`, `manage.py create_api_token` "
+            "description": "An API token (`maasctl tokens create`, `manage.py api_token create` "
             "or `POST /tokens`), shown once when it is made.",
         }
 

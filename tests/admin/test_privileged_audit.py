@@ -100,7 +100,7 @@ def test_beat_schedule_edits_and_bulk_toggles_are_audited(ops: Any) -> None:
 
 def test_token_minting_and_revocation_anywhere_are_audited(ops: Any, admin_user: Any) -> None:
     out = StringIO()
-    call_command("create_api_token", "--user", admin_user.username, stdout=out)
+    call_command("api_token", "create", "--user", admin_user.username, stdout=out)
     token = ApiToken.objects.get(prefix=out.getvalue().strip()[:12])
     assert AuditLog.objects.filter(action="api_token.create", target_id=str(token.pk)).exists()
     ops.post(
