@@ -208,7 +208,7 @@ def batch_resume(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> Onbo
         batch.failures_before_resume = Onboarding.objects.filter(
             batch=batch, state__in=budget.FAILED
         ).count()
-        batch.state = BatchState.RUNNING
+        batch.resume()
         if batch.canary_size and batch.canary_passed_at is None:
             batch.canary_passed_at = timezone.now()
         batch.save()
@@ -234,7 +234,7 @@ def batch_cancel(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> dict
         if batch.state == BatchState.CANCELLED:
             raise Conflict(f"batch {batch.pk} is already cancelled.")
         before = {"state": batch.state}
-        batch.state = BatchState.CANCELLED
+        batch.cancel()
         batch.save(update_fields=["state"])
         audit.record(
             actor=actor,

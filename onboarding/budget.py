@@ -88,7 +88,8 @@ def after_failure(wf: Onboarding) -> None:
 
 
 def pause(batch: OnboardingBatch, reason: str, *, failed: int) -> None:
-    batch.state, batch.paused_reason, batch.paused_at = BatchState.PAUSED, reason, timezone.now()
+    batch.pause()
+    batch.paused_reason, batch.paused_at = reason, timezone.now()
     batch.save(update_fields=["state", "paused_reason", "paused_at"])
     audit.record(
         actor=None,

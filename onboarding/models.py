@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django_fsm import FSMField
 
+from maas_domain.fsm import Lifecycle, move
 from maas_domain.models import MaasSite, Node, SiteProfile, Sku
 from maas_domain.work import OPEN_STATES
 from workflows.models import Workflow, WorkflowEvent
@@ -16,7 +18,7 @@ class BatchState(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
 
 
-class OnboardingBatch(models.Model):
+class OnboardingBatch(Lifecycle):
     """A batch request: rows share site, profile and SKU; counts come from its onboardings.
 
     Admission of its pending rows (docs/onboarding.md, "Batches: canary and failure budget"):
@@ -32,7 +34,9 @@ class OnboardingBatch(models.Model):
     created_by = models.CharField(max_length=150)
     correlation_id = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
-    state = models.CharField(max_length=16, choices=BatchState.choices, default=BatchState.RUNNING)
+    state = FSMField(
+        max_length=16, choices=BatchState.choices, default=BatchState.RUNNING, protected=True
+    )
     paused_reason = models.CharField(max_length=500, blank=True, default="")
     paused_at = models.DateTimeField(null=True, blank=True)
     canary_size = models.PositiveIntegerField(default=0)
@@ -48,6 +52,18 @@ class OnboardingBatch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.pk} ({self.size})"
+
+    @move(state, BatchState.RUNNING, BatchState.PAUSED)
+    def pause(self) -> None:
+        """The failure budget ran out: pending rows wait for an operator."""
+
+    @move(state, BatchState.PAUSED, BatchState.RUNNING)
+    def resume(self) -> None:
+        """An operator looked and lets the batch go on."""
+
+    @move(state, [BatchState.RUNNING, BatchState.PAUSED], BatchState.CANCELLED)
+    def cancel(self) -> None:
+        """An operator cancelled what is still open."""
 
 
 class Onboarding(Workflow):

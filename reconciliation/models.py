@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django_fsm import FSMField
 
+from maas_domain.fsm import Lifecycle, move
 from maas_domain.models import MaasSite, Node
 
 
@@ -51,7 +53,7 @@ class RunState(models.TextChoices):
 ACTIVE_RUN = (RunState.QUEUED, RunState.RUNNING)
 
 
-class ReconcileRun(models.Model):
+class ReconcileRun(Lifecycle):
     """One reconcile of one site. At most one queued-or-running run per site (a partial unique
     index): a second request gets the run in progress; a run is claimed queued → running by
     compare-and-swap, so a duplicate task message does nothing."""
@@ -59,7 +61,9 @@ class ReconcileRun(models.Model):
     site = models.ForeignKey(MaasSite, on_delete=models.PROTECT, related_name="+")
     trigger = models.CharField(max_length=16)  # schedule | api | command
     requested_by = models.CharField(max_length=150, blank=True, default="")
-    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
+    state = FSMField(
+        max_length=16, choices=RunState.choices, default=RunState.QUEUED, protected=True
+    )
     queued_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -88,6 +92,18 @@ class ReconcileRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.state})"
+
+    @move(state, RunState.QUEUED, RunState.RUNNING)
+    def start(self) -> None:
+        """A worker claimed the run (compare-and-swap: a duplicate message finds nothing)."""
+
+    @move(state, RunState.RUNNING, RunState.SUCCEEDED)
+    def succeed(self) -> None:
+        """MAAS was read, compared and the ledger written."""
+
+    @move(state, [RunState.QUEUED, RunState.RUNNING], RunState.FAILED)
+    def fail(self) -> None:
+        """MAAS or the credentials were unavailable, the run crashed, or it went stale."""
 
 
 class DriftKind(models.TextChoices):
@@ -119,7 +135,7 @@ class DriftState(models.TextChoices):
 ACTIVE_DRIFT = (DriftState.OPEN, DriftState.ACKNOWLEDGED, DriftState.MANUAL_INTERVENTION)
 
 
-class DriftRecord(models.Model):
+class DriftRecord(Lifecycle):
     """One difference between MAAS and our records, as a ledger entry.
 
     Invariant: at most one active (open, acknowledged, manual_intervention) record per
@@ -138,7 +154,9 @@ class DriftRecord(models.Model):
     system_id = models.CharField(max_length=32, blank=True, default="")
     hostname = models.CharField(max_length=255, blank=True, default="")
     severity = models.CharField(max_length=16, choices=Severity.choices)
-    state = models.CharField(max_length=24, choices=DriftState.choices, default=DriftState.OPEN)
+    state = FSMField(
+        max_length=24, choices=DriftState.choices, default=DriftState.OPEN, protected=True
+    )
     message = models.CharField(max_length=500)
     detail = models.JSONField(default=dict, blank=True)
     first_seen_at = models.DateTimeField()
@@ -169,3 +187,23 @@ class DriftRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.subject} ({self.state})"
+
+    @move(state, ACTIVE_DRIFT, DriftState.ACKNOWLEDGED)
+    def acknowledge(self) -> None:
+        """An operator knows (until ``acknowledged_until``, if set)."""
+
+    @move(state, DriftState.ACKNOWLEDGED, DriftState.OPEN)
+    def reopen(self) -> None:
+        """The acknowledgement expired and the difference is still there."""
+
+    @move(state, ACTIVE_DRIFT, DriftState.MANUAL_INTERVENTION)
+    def hold(self) -> None:
+        """An operator marked it for manual intervention."""
+
+    @move(state, ACTIVE_DRIFT, DriftState.RESOLVED)
+    def resolve(self) -> None:
+        """An operator adopted MAAS's value into our records."""
+
+    @move(state, ACTIVE_DRIFT, DriftState.CLEARED)
+    def clear(self) -> None:
+        """The difference went away by itself."""

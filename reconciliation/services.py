@@ -26,6 +26,7 @@ from django.utils import timezone
 from maas_client.errors import MaasError
 from maas_domain import audit, context
 from maas_domain.errors import Conflict, InvalidInput, NotFound
+from maas_domain.fsm import sources, target
 from maas_domain.locks import try_lock
 from maas_domain.models import MaasSite, Node
 from maas_domain.models.inventory import NodeState
@@ -43,7 +44,6 @@ from reconciliation.models import (
     DriftState,
     NodeMaasState,
     ReconcileRun,
-    RunState,
 )
 from workflows.kinds import KINDS
 
@@ -114,8 +114,12 @@ def _expire_stale_runs(site_id: int, now: datetime) -> None:
     """A queued or running run older than RECONCILE_STALE_SECONDS lost its worker or message:
     fail it so the site can be reconciled again."""
     limit = now - timedelta(seconds=settings.RECONCILE_STALE_SECONDS)
-    ReconcileRun.objects.filter(site_id=site_id, state__in=ACTIVE_RUN, queued_at__lt=limit).update(
-        state=RunState.FAILED, finished_at=now, reason="stale: no worker finished the run in time"
+    ReconcileRun.objects.filter(
+        site_id=site_id, state__in=sources(ReconcileRun.fail), queued_at__lt=limit
+    ).update(
+        state=target(ReconcileRun.fail),
+        finished_at=now,
+        reason="stale: no worker finished the run in time",
     )
 
 
@@ -183,8 +187,8 @@ def reconcile_execute(run_id: int) -> ReconcileRun | None:
     """Claim a queued run (compare-and-swap; a duplicate message finds nothing to claim), read
     MAAS, compare, write. Always ends the run as succeeded or failed."""
     started = timezone.now()
-    claimed = ReconcileRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
-        state=RunState.RUNNING, started_at=started
+    claimed = ReconcileRun.objects.filter(pk=run_id, state__in=sources(ReconcileRun.start)).update(
+        state=target(ReconcileRun.start), started_at=started
     )
     if not claimed:
         return None
@@ -193,16 +197,16 @@ def reconcile_execute(run_id: int) -> ReconcileRun | None:
     try:
         _reconcile(run)
     except (MaasError, SecretsError) as exc:
-        run.state = RunState.FAILED
+        run.fail()
         what = "MAAS unavailable" if isinstance(exc, MaasError) else "MAAS credentials unavailable"
         run.reason = f"{what}: {exc}"[:500]
         run.maas_errors = [*run.maas_errors, _error(exc)]
     except Exception as exc:  # the run row must not stay "running"
         log.exception("reconcile run %s of %s crashed", run.pk, run.site.name)
-        run.state = RunState.FAILED
+        run.fail()
         run.reason = f"internal error: {type(exc).__name__}"
     else:
-        run.state = RunState.SUCCEEDED
+        run.succeed()
     run.finished_at = timezone.now()
     run.duration_ms = int((time.perf_counter() - clock) * 1000)
     run.save()
@@ -444,13 +448,13 @@ def _write_ledger(site: MaasSite, outcome: compare.Outcome, now: datetime) -> tu
             and rec.acknowledged_until is not None
             and rec.acknowledged_until <= now
         ):
-            rec.state = DriftState.OPEN  # the acknowledgement expired and it is still there
+            rec.reopen()  # the acknowledgement expired and it is still there
         changed.append(rec)
     cleared = 0
     for key, rec in active.items():
         if key in seen or rec.subject in outcome.skipped:
             continue
-        rec.state = DriftState.CLEARED
+        rec.clear()
         rec.cleared_at = now
         changed.append(rec)
         cleared += 1
@@ -551,12 +555,12 @@ def drift_resolve(
             rec.resolved_at = now
             rec.resolution_reason = reason[:500]
             if action == "acknowledge":
-                rec.state = DriftState.ACKNOWLEDGED
+                rec.acknowledge()
                 rec.acknowledged_until = expires_at
             elif action == "adopt":
-                rec.state = DriftState.RESOLVED
+                rec.resolve()
             else:
-                rec.state = DriftState.MANUAL_INTERVENTION
+                rec.hold()
             rec.save()
             after = _drift_snapshot(rec)
             if adopted:

@@ -14,8 +14,9 @@ from typing import Any
 
 from django.db import models
 from django.db.models import Q
-from django_fsm import FSMField, FSMModelMixin, transition
+from django_fsm import FSMField
 
+from maas_domain.fsm import Lifecycle, move
 from maas_domain.work import OPEN_STATES, WorkflowState
 
 W = WorkflowState
@@ -39,7 +40,7 @@ COMMON_FIELDS = (
 RUNNABLE_STATES = (W.RUNNING, W.CANCELLING)
 
 
-class Workflow(FSMModelMixin, models.Model):
+class Workflow(Lifecycle):
     """A durable workflow row: the database, not the broker, says where it stands.
 
     ``stage`` is the stage to run (or running, or waited on); ``checkpoint`` the last completed
@@ -95,70 +96,48 @@ class Workflow(FSMModelMixin, models.Model):
 
     # -- the transition table (guards only: no side effects) ----------------------------------
 
-    @transition(field=state, source=W.PENDING, target=W.RUNNING)
+    @move(state, W.PENDING, W.RUNNING)
     def admit(self) -> None:
         """Admission gave the workflow a slot on its site."""
 
-    @transition(field=state, source=W.RUNNING, target=W.WAITING)
+    @move(state, W.RUNNING, W.WAITING)
     def wait(self) -> None:
         """A stage waits for MAAS or an external signal."""
 
-    @transition(field=state, source=W.WAITING, target=W.RUNNING)
+    @move(state, W.WAITING, W.RUNNING)
     def wake(self) -> None:
         """The awaited change came (or the check-in time)."""
 
-    @transition(field=state, source=W.RUNNING, target=W.SUCCEEDED)
+    @move(state, W.RUNNING, W.SUCCEEDED)
     def succeed(self) -> None:
         """The last stage is done."""
 
-    @transition(field=state, source=[W.PENDING, W.RUNNING, W.WAITING], target=W.FAILED)
+    @move(state, [W.PENDING, W.RUNNING, W.WAITING], W.FAILED)
     def fail(self) -> None:
         """A stage cannot succeed without an operator."""
 
-    @transition(
-        field=state,
-        source=[W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING],
-        target=W.MANUAL_INTERVENTION,
-    )
+    @move(state, [W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING], W.MANUAL_INTERVENTION)
     def freeze(self) -> None:
         """Nothing automatic touches the workflow until an operator acts."""
 
-    @transition(field=state, source=[W.RUNNING, W.WAITING], target=W.CANCELLING)
+    @move(state, [W.RUNNING, W.WAITING], W.CANCELLING)
     def begin_cancel(self) -> None:
         """An operator cancelled a live workflow: its kind's cancel stage compensates."""
 
-    @transition(field=state, source=[W.PENDING, W.CANCELLING], target=W.CANCELLED)
+    @move(state, [W.PENDING, W.CANCELLING], W.CANCELLED)
     def end_cancelled(self) -> None:
         """Cancelled before it started, or the cancel stage compensated."""
 
-    @transition(
-        field=state,
-        source=[
-            W.FAILED,
-            W.SUCCEEDED,
-            W.CANCELLED,
-            W.MANUAL_INTERVENTION,
-            W.RUNNING,
-            W.WAITING,
-        ],
-        target=W.PENDING,
+    @move(
+        state,
+        [W.FAILED, W.SUCCEEDED, W.CANCELLED, W.MANUAL_INTERVENTION, W.RUNNING, W.WAITING],
+        W.PENDING,
     )
     def reopen(self) -> None:
         """A recovery verb puts the workflow back in the admission queue."""
 
 
 Move = Callable[[Any], None]
-
-
-def sources(move: Move) -> list[str]:
-    """The states a transition may start from (for compare-and-swap updates)."""
-    return [str(s) for s in move._django_fsm.transitions]  # type: ignore[attr-defined]
-
-
-def target(move: Move) -> str:
-    """The state a transition ends in."""
-    transitions = move._django_fsm.transitions  # type: ignore[attr-defined]
-    return str(next(iter(transitions.values())).target)
 
 
 class WorkflowEvent(models.Model):

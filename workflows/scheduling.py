@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from maas_client.errors import MaasError
 from maas_domain import audit, context, dryrun, events
+from maas_domain.fsm import sources, target
 from maas_domain.locks import try_lock
 from maas_domain.models import MaasSite
 from maas_domain.secrets import SecretsError
@@ -30,7 +31,7 @@ from maas_domain.site_client import client_for_site
 from maas_domain.work import ACTIVE_STATES, WorkflowState
 from workflows.dispatch import ADMIT, admit_after_commit, enqueue
 from workflows.kinds import KINDS, M, WorkflowKind
-from workflows.models import RUNNABLE_STATES, Workflow, sources, target
+from workflows.models import RUNNABLE_STATES, Workflow
 
 log = logging.getLogger("workflow")
 W = WorkflowState

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
-from django_fsm import FSMField, transition
+from django_fsm import FSMField
 
+from maas_domain.fsm import Lifecycle, move
 from maas_domain.models.sites import MaasSite, Revisioned
 
 
@@ -42,7 +43,7 @@ class NodeState(models.TextChoices):
 DECOMMISSIONABLE = (NodeState.ACTIVE, NodeState.QUARANTINED, NodeState.DRAINING)
 
 
-class Node(models.Model):
+class Node(Lifecycle):
     """A GPU machine in our inventory. The FSM only guards which lifecycle moves are legal;
     services perform them (and their side effects) inside a transaction.
 
@@ -56,7 +57,7 @@ class Node(models.Model):
     hostname = models.CharField(max_length=63)
     ipmi_ip = models.GenericIPAddressField(protocol="IPv4", null=True, blank=True)
     maas_system_id = models.CharField(max_length=32, blank=True, default="")
-    state = FSMField(default=NodeState.REGISTERED, choices=NodeState.choices)
+    state = FSMField(default=NodeState.REGISTERED, choices=NodeState.choices, protected=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -85,42 +86,36 @@ class Node(models.Model):
     def __str__(self) -> str:
         return self.hostname
 
-    @transition(
-        field=state,
-        source=[NodeState.REGISTERED, NodeState.PROVISIONING, NodeState.DRAINING],
-        target=NodeState.PROVISIONING,
+    @move(
+        state,
+        [NodeState.REGISTERED, NodeState.PROVISIONING, NodeState.DRAINING],
+        NodeState.PROVISIONING,
     )
     def start_provisioning(self) -> None:
         """Onboarding or reimage takes the node."""
 
-    @transition(field=state, source=NodeState.PROVISIONING, target=NodeState.ACTIVE)
+    @move(state, NodeState.PROVISIONING, NodeState.ACTIVE)
     def activate(self) -> None:
         """All completion gates held."""
 
-    @transition(
-        field=state,
-        source=[NodeState.ACTIVE, NodeState.QUARANTINED, NodeState.PROVISIONING],
-        target=NodeState.DRAINING,
+    @move(
+        state, [NodeState.ACTIVE, NodeState.QUARANTINED, NodeState.PROVISIONING], NodeState.DRAINING
     )
     def drain(self) -> None:
         """The node leaves the pool before MAAS is touched (or a reimage starts over)."""
 
-    @transition(
-        field=state,
-        source=[NodeState.PROVISIONING, NodeState.ACTIVE, NodeState.DRAINING],
-        target=NodeState.QUARANTINED,
+    @move(
+        state, [NodeState.PROVISIONING, NodeState.ACTIVE, NodeState.DRAINING], NodeState.QUARANTINED
     )
     def quarantine(self) -> None:
         """Not returned to any pool (e.g. disks not erased)."""
 
-    @transition(field=state, source=NodeState.DRAINING, target=NodeState.ACTIVE)
+    @move(state, NodeState.DRAINING, NodeState.ACTIVE)
     def return_to_pool(self) -> None:
         """Storage cleanup succeeded."""
 
-    @transition(
-        field=state,
-        source=[NodeState.REGISTERED, NodeState.DRAINING, NodeState.QUARANTINED],
-        target=NodeState.RETIRED,
+    @move(
+        state, [NodeState.REGISTERED, NodeState.DRAINING, NodeState.QUARANTINED], NodeState.RETIRED
     )
     def retire(self) -> None:
         """Full decommission: the row stays for history."""
@@ -132,14 +127,16 @@ class AllocationState(models.TextChoices):
     FORCE_RELEASED = "force_released", "force_released"
 
 
-class Allocation(models.Model):
+class Allocation(Lifecycle):
     """A tenant workload holding a node (the allocation record the scheduler keeps). A node with
     an active allocation is not decommissioned until it is drained, or force-released on an
     explicit, audited request."""
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
     holder = models.CharField(max_length=200, help_text="Tenant or workload holding the node.")
-    state = FSMField(default=AllocationState.ACTIVE, choices=AllocationState.choices)
+    state = FSMField(
+        default=AllocationState.ACTIVE, choices=AllocationState.choices, protected=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
     released_by = models.CharField(max_length=150, blank=True, default="")
@@ -153,10 +150,10 @@ class Allocation(models.Model):
     def __str__(self) -> str:
         return f"allocation {self.pk} of {self.node_id} by {self.holder}"
 
-    @transition(field=state, source=AllocationState.ACTIVE, target=AllocationState.RELEASED)
+    @move(state, AllocationState.ACTIVE, AllocationState.RELEASED)
     def release(self) -> None:
         """The holder drained its workload."""
 
-    @transition(field=state, source=AllocationState.ACTIVE, target=AllocationState.FORCE_RELEASED)
+    @move(state, AllocationState.ACTIVE, AllocationState.FORCE_RELEASED)
     def force_release(self) -> None:
         """An operator took the node back without waiting for the holder."""

@@ -131,8 +131,7 @@ def test_frozen_then_resumed(flow: Flow, api: Any) -> None:
 
 def test_one_open_workflow_per_node_across_kinds(flow: Flow, api: Any) -> None:
     node = active_node(flow, "x01", "10.41.0.6", status="ready")
-    node.state = "registered"
-    node.save()
+    type(node).objects.filter(pk=node.pk).update(state="registered")  # as a new host's row
     onboarding = start(flow, "x01", "10.41.0.6")
     refused = api.post(
         f"/api/v1/admin/nodes/{node.pk}/decommission",

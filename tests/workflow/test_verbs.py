@@ -10,12 +10,13 @@ import pytest
 from django.utils import timezone
 
 from maas_domain.errors import Conflict, InvalidInput
+from maas_domain.fsm import sources, target
 from maas_domain.models import AuditLog, MaasSite, OutboxEvent
 from maas_domain.work import WorkflowState
 from tests.workflow.conftest import Sent
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script
 from workflows import step, verbs
-from workflows.models import Workflow, sources, target
+from workflows.models import Workflow
 from workflows.scheduling import admit
 from workflows.verbs import VERBS
 
