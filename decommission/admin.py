@@ -15,6 +15,7 @@ from maas_domain.diagnostics import machine_diagnostics
 from maas_domain.models import Allocation, AllocationState, Node, SiteProfile
 from maas_domain.models.sites import ProfileStatus
 from workflows.admin import WorkflowAdmin
+from workflows.models import Workflow
 
 from . import services
 from .models import Decommission, Mode
@@ -82,10 +83,11 @@ class DecommissionAdmin(WorkflowAdmin):
     def get_list_filter(self, request: HttpRequest) -> Any:
         return [*super().get_list_filter(request), "mode"]
 
-    def is_destructive(self, wf: Any, verb: str) -> bool:
+    def is_destructive(self, wf: Workflow, verb: str) -> bool:
         # anything that would run a full decommission's MAAS deletion again asks first
         reopening = verb in ("retry", "resume", "rerun", "adopt")
-        return super().is_destructive(wf, verb) or (wf.mode == Mode.FULL and reopening)
+        full = isinstance(wf, Decommission) and wf.mode == Mode.FULL
+        return super().is_destructive(wf, verb) or (full and reopening)
 
     def start_initial(self, request: HttpRequest) -> dict[str, Any]:
         node = request.GET.get("node", "")

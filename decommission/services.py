@@ -9,8 +9,6 @@ the policy allows the mode, and the node's allocations are drained — or, with
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -29,7 +27,7 @@ from .workflow import KIND
 STARTABLE = DECOMMISSIONABLE
 
 
-def _profile(node: Node, profile_id: Any) -> SiteProfile | None:
+def _profile(node: Node, profile_id: int | None) -> SiteProfile | None:
     """The profile named in the request, else the one the node was last onboarded with."""
     if profile_id is not None:
         profile = SiteProfile.objects.filter(pk=profile_id, site_id=node.site_id).first()
@@ -46,10 +44,10 @@ def _profile(node: Node, profile_id: Any) -> SiteProfile | None:
 def decommission_start(
     *,
     actor: audit.Actor,
-    node_id: Any,
+    node_id: int,
     mode: str,
     force_release: bool = False,
-    profile_id: Any = None,
+    profile_id: int | None = None,
     reason: str = "",
     confirm: bool = False,
     confirm_host: str | None = None,

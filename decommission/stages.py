@@ -28,9 +28,8 @@ from maas_domain.work import WorkflowState
 from onboarding.models import Onboarding
 from onboarding.workflow import KIND as ONBOARDING
 from workflows import verbs
-from workflows.context import StageContext
 from workflows.kinds import Call as C
-from workflows.kinds import Stage
+from workflows.kinds import Stage, StageContext
 from workflows.results import Done, Fail, Hold, Result, Wait
 from workflows.scheduling import Start, start_workflow
 

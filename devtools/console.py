@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from maas_domain.work import WorkflowRow
 from workflows.kinds import KINDS
 
 MESSAGE_WIDTH = 90
@@ -17,7 +18,7 @@ def _event_models() -> Iterator[tuple[str, Any, str]]:
         yield name, kind.event_model, kind.event_parent
 
 
-def format_event(kind: str, wf: Any, event: Any) -> str:
+def format_event(kind: str, wf: WorkflowRow, event: Any) -> str:
     message = " ".join(str(event.message).split())  # one line, whatever the message holds
     if len(message) > MESSAGE_WIDTH:
         message = message[: MESSAGE_WIDTH - 1] + "…"

@@ -4,7 +4,7 @@ status message, installation output and commissioning results for one workflow's
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.cache import cache
 from django.utils import timezone
@@ -13,6 +13,9 @@ from maas_client.errors import MaasError
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import unreadable
 from maas_domain.site_client import client_for_site
+
+if TYPE_CHECKING:
+    from maas_domain.work import WorkflowRow
 
 
 def machine_diagnostics(site: Any, system_id: str, *, events: int = 25) -> dict[str, Any]:
@@ -70,7 +73,7 @@ def machine_diagnostics(site: Any, system_id: str, *, events: int = 25) -> dict[
 CACHE_SECONDS = 60  # docs/api.md, "Diagnostics": how long a fetched answer is shown
 
 
-def cached_diagnostics(kind: str, wf: Any, *, refresh: bool) -> dict[str, Any]:
+def cached_diagnostics(kind: str, wf: WorkflowRow, *, refresh: bool) -> dict[str, Any]:
     """A workflow's diagnostics from a short-lived cache, fetched from MAAS only when
     ``refresh`` is asked (or nothing is cached). ``fetched_at`` and ``age_seconds`` say how old
     the answer is; reading a workflow never waits on MAAS unless the caller asked to."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import redis
 import requests
@@ -26,6 +27,9 @@ from prometheus_client.core import GaugeMetricFamily
 from maas_domain.coalesce import Coalescer
 from maas_domain.models import OutboxEvent
 from maas_domain.observability.metrics import OUTBOX_OLDEST_AGE, OUTBOX_UNPUBLISHED
+
+if TYPE_CHECKING:
+    from maas_domain.work import WorkflowRow
 
 log = logging.getLogger("maas_domain.events")
 # What happens to a workflow: ``node.<kind>.<outcome>`` for every registered workflow kind.
@@ -70,12 +74,14 @@ def emit_other(event_type: str, payload: dict[str, Any]) -> OutboxEvent:
     return row
 
 
-def emit(kind: str, what: str, wf: Any, **extra: Any) -> OutboxEvent:
+def emit(kind: str, what: str, wf: WorkflowRow, **extra: Any) -> OutboxEvent:
     """Write one event for workflow ``wf`` in the caller's transaction."""
     return emit_many(kind, what, [wf], **extra)[0]
 
 
-def emit_many(kind: str, what: str, workflows: list[Any], **extra: Any) -> list[OutboxEvent]:
+def emit_many(
+    kind: str, what: str, workflows: Sequence[WorkflowRow], **extra: Any
+) -> list[OutboxEvent]:
     """One event per workflow (a batch), written in one statement in the caller's transaction,
     with a single publisher nudge after commit."""
     event_type = f"node.{kind}.{what}"
@@ -88,7 +94,7 @@ def emit_many(kind: str, what: str, workflows: list[Any], **extra: Any) -> list[
     return rows
 
 
-def _payload(kind: str, wf: Any, extra: dict[str, Any]) -> dict[str, Any]:
+def _payload(kind: str, wf: WorkflowRow, extra: dict[str, Any]) -> dict[str, Any]:
     return {
         "site_id": wf.site_id,
         "workflow_kind": kind,

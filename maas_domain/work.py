@@ -40,6 +40,21 @@ OPEN_STATES = (W.PENDING, W.RUNNING, W.WAITING, W.CANCELLING, W.MANUAL_INTERVENT
 ACTIVE_STATES = (W.RUNNING, W.WAITING, W.CANCELLING)
 
 
+class WorkflowRow(Protocol):
+    """What the core reads of a workflow row of any kind (events, diagnostics): the engine's
+    ``workflows.models.Workflow`` is one."""
+
+    pk: Any
+    site: Any  # the MaasSite row
+    site_id: int
+    hostname: str
+    maas_system_id: str
+    correlation_id: str
+    state: str
+    stage: str
+    attempt: int
+
+
 class Kind(Protocol):
     """What the core reads of a workflow kind (``workflows.kinds.WorkflowKind`` is one)."""
 

@@ -71,7 +71,7 @@ def _row_errors(rows: Any) -> list[dict[str, Any]]:
 
 
 def onboarding_start_batch(
-    *, actor: audit.Actor, site_id: Any, profile_id: Any, sku_id: Any, rows: Any
+    *, actor: audit.Actor, site_id: int, profile_id: int, sku_id: int, rows: Any
 ) -> OnboardingBatch:
     """All or nothing: any bad row, in-batch duplicate or host already onboarding rejects all."""
     errors = _row_errors(rows)
@@ -190,14 +190,14 @@ def onboarding_start_batch(
     return batch
 
 
-def _batch_for_update(batch_id: Any) -> OnboardingBatch:
+def _batch_for_update(batch_id: int) -> OnboardingBatch:
     batch = OnboardingBatch.objects.select_for_update().filter(pk=batch_id).first()
     if batch is None:
         raise NotFound("No such batch.")
     return batch
 
 
-def batch_resume(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> OnboardingBatch:
+def batch_resume(*, actor: audit.Actor, batch_id: int, reason: str = "") -> OnboardingBatch:
     """Lift a batch's pause: its pending workflows are admitted again. The failure budget
     counts from here; a canary that did not succeed is passed by the operator's word."""
     with transaction.atomic():
@@ -224,7 +224,7 @@ def batch_resume(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> Onbo
     return batch
 
 
-def batch_cancel(*, actor: audit.Actor, batch_id: Any, reason: str = "") -> dict[str, Any]:
+def batch_cancel(*, actor: audit.Actor, batch_id: int, reason: str = "") -> dict[str, Any]:
     """Cancel a whole batch: admission stops at once (one transaction), then each open
     onboarding of it is cancelled as the cancel verb does (pending ones at once, live ones
     through their cancel stage), each audited. Workflows waiting for an operator

@@ -35,7 +35,7 @@ def _token_matches(wf: Onboarding | None, token: str) -> bool:
 
 
 def onboarding_enroll(
-    *, onboarding_id: Any, attempt: Any, token: str, hostname: str, agent_version: str
+    *, onboarding_id: int, attempt: int, token: str, hostname: str, agent_version: str
 ) -> Onboarding:
     """A node agent enrolls with the token of its onboarding's current attempt, once.
 
@@ -91,8 +91,8 @@ def _bootstrap_matches(wf: Onboarding | None, token: str) -> bool:
 
 def onboarding_node_report(
     *,
-    onboarding_id: Any,
-    attempt: Any,
+    onboarding_id: int,
+    attempt: int,
     token: str,
     hostname: str,
     phase: str,
@@ -173,7 +173,7 @@ def _held_bootstrap_matches(wf: Onboarding | None, token: str) -> bool:
 
 
 def onboarding_checkin(
-    *, onboarding_id: Any, attempt: Any, token: str, hostname: str
+    *, onboarding_id: int, attempt: int, token: str, hostname: str
 ) -> dict[str, Any]:
     """A running node agent checks in with the bootstrap token it holds (docs/onboarding.md,
     "Tokens, attempts and reruns"). When its onboarding runs a newer attempt that deployed

@@ -22,6 +22,7 @@ from maas_domain.policy import Policy
 from maas_domain.secrets import SecretNotFound, get_backend
 from maas_domain.urlsafety import UrlRules
 from onboarding import cloudconfig
+from onboarding.models import Onboarding
 
 
 def token_hash(raw: str) -> str:
@@ -55,7 +56,7 @@ def mint_tokens(onboarding_id: int, attempt: int) -> tuple[Tokens, dict[str, Any
     }
 
 
-def read_tokens(wf: Any) -> Tokens | None:
+def read_tokens(wf: Onboarding) -> Tokens | None:
     """The current attempt's tokens, if they exist and match the stored hashes (None also when
     the backend lost them or holds others: the row and the backend disagree)."""
     if wf.token_attempt != wf.attempt:
@@ -90,7 +91,7 @@ def node_url_rules(site: Any) -> UrlRules:
     return urlsafety.site_rules(site) if site.node_api_url else _DEPLOYMENT_NODE_URL
 
 
-def first_boot(wf: Any, policy: Policy, tokens: Tokens) -> cloudconfig.FirstBoot:
+def first_boot(wf: Onboarding, policy: Policy, tokens: Tokens) -> cloudconfig.FirstBoot:
     site = wf.site
     roce = (
         RoceAssignment.objects.filter(site=site, hostname=wf.hostname)
@@ -122,7 +123,7 @@ def first_boot(wf: Any, policy: Policy, tokens: Tokens) -> cloudconfig.FirstBoot
     )
 
 
-def problems(wf: Any, policy: Policy) -> list[str]:
+def problems(wf: Onboarding, policy: Policy) -> list[str]:
     """Why this workflow's payload would be refused (checked by preflight, before MAAS)."""
     placeholder = Tokens("x" * 43, "x" * 43)
     return cloudconfig.problems(
@@ -132,7 +133,7 @@ def problems(wf: Any, policy: Policy) -> list[str]:
     )
 
 
-def render(wf: Any, policy: Policy, tokens: Tokens) -> bytes:
+def render(wf: Onboarding, policy: Policy, tokens: Tokens) -> bytes:
     """The attempt's user data (docs/security.md); raises ``PayloadRefused`` for a bad value."""
     return cloudconfig.render(
         first_boot(wf, policy, tokens),

@@ -21,9 +21,9 @@ from onboarding.workflow import KIND
 
 def onboarding_preflight(
     *,
-    site_id: Any,
-    profile_id: Any,
-    sku_id: Any,
+    site_id: int,
+    profile_id: int,
+    sku_id: int,
     hostname: str,
     ipmi_ip: str,
     confirm_host: str | None = None,

@@ -8,7 +8,6 @@ runs now and what stays queued behind the site's ``max_concurrent_workflows``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -29,7 +28,7 @@ class Target:
     sku: Sku
 
 
-def resolve_target(site_id: Any, profile_id: Any, sku_id: Any) -> Target:
+def resolve_target(site_id: int, profile_id: int, sku_id: int) -> Target:
     errors: dict[str, list[str]] = {}
     site = MaasSite.objects.filter(pk=site_id).first()
     if site is None:
@@ -121,9 +120,9 @@ def _onboardings_of(node: Node) -> set[tuple[str, int]]:
 def onboarding_start(
     *,
     actor: audit.Actor,
-    site_id: Any,
-    profile_id: Any,
-    sku_id: Any,
+    site_id: int,
+    profile_id: int,
+    sku_id: int,
     hostname: str,
     ipmi_ip: str,
     confirm_host: str | None = None,

@@ -37,7 +37,7 @@ from maas_domain.humanize import humanize_age
 from maas_domain.work import OPEN_STATES, WorkflowState
 from workflows import verbs
 from workflows.kinds import KINDS, WorkflowKind
-from workflows.models import COMMON_FIELDS
+from workflows.models import COMMON_FIELDS, Workflow
 
 W = WorkflowState
 
@@ -225,7 +225,7 @@ class WorkflowAdmin(ActionAdmin[Any]):
         """Values the start page opens with (e.g. from a link on another page)."""
         return {}
 
-    def is_destructive(self, wf: Any, verb: str) -> bool:
+    def is_destructive(self, wf: Workflow, verb: str) -> bool:
         op = self._operation(verb)
         if op is not None:
             return op.destructive
@@ -242,7 +242,7 @@ class WorkflowAdmin(ActionAdmin[Any]):
             return Action.ADMIN if op.destructive else Action.OPERATE
         return verbs.access(name)
 
-    def offered(self, wf: Any, request: HttpRequest | None = None) -> list[str]:
+    def offered(self, wf: Workflow, request: HttpRequest | None = None) -> list[str]:
         """Verbs and operations allowed in the row's current state and, given a request, to its
         user (nothing else is shown)."""
         names = verbs.allowed_verbs(wf) + [op.name for op in self.operations if op.allowed(wf)]
@@ -250,13 +250,13 @@ class WorkflowAdmin(ActionAdmin[Any]):
             return names
         return [n for n in names if allowed(request.user, self.action_of(n))]
 
-    def _run(self, request: HttpRequest, wf: Any, name: str, reason: str) -> Any:
+    def _run(self, request: HttpRequest, wf: Workflow, name: str, reason: str) -> Any:
         op = self._operation(name)
         if op is None:
             return self.apply_verb(request, wf.pk, name, reason)["workflow"]
         return op.run(request, wf, reason)
 
-    def _preview(self, request: HttpRequest, wf: Any, name: str) -> dict[str, Any]:
+    def _preview(self, request: HttpRequest, wf: Workflow, name: str) -> dict[str, Any]:
         """The dry-run plan of a verb, or an operation's declared MAAS calls."""
         op = self._operation(name)
         if op is None:
@@ -301,21 +301,21 @@ class WorkflowAdmin(ActionAdmin[Any]):
         return [AttentionFilter, "state", StageFilter, FailureClassFilter, "site"]
 
     @admin.display(description="state", ordering="state")
-    def state_badge(self, wf: Any) -> SafeString:
+    def state_badge(self, wf: Workflow) -> SafeString:
         return state_badge(wf.state, "queued" if wf.state == W.PENDING else "")
 
     @admin.display(description="age", ordering="created_at")
-    def age(self, wf: Any) -> str:
+    def age(self, wf: Workflow) -> str:
         return humanize_age(timezone.now() - wf.created_at)
 
     @admin.display(description="in stage")
-    def in_stage(self, wf: Any) -> str:
+    def in_stage(self, wf: Workflow) -> str:
         if wf.state not in OPEN_STATES or wf.stage_started_at is None:
             return "-"
         return humanize_age(timezone.now() - wf.stage_started_at)
 
     @admin.display(description="why")
-    def problem(self, wf: Any) -> str:
+    def problem(self, wf: Workflow) -> str:
         if wf.failure_class or wf.reason:
             text = f"{wf.failure_class}: {wf.reason}" if wf.failure_class else wf.reason
             return text[:140]
@@ -436,7 +436,7 @@ class WorkflowAdmin(ActionAdmin[Any]):
         info = self.model._meta.app_label, self.model._meta.model_name
         return reverse(f"admin:{info[0]}_{info[1]}_{name}", args=args)
 
-    def _field_rows(self, wf: Any, names: Sequence[str]) -> list[tuple[str, Any]]:
+    def _field_rows(self, wf: Workflow, names: Sequence[str]) -> list[tuple[str, Any]]:
         rows = []
         concrete = {f.name: f for f in self.model._meta.get_fields()}
         for name in names:

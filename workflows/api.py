@@ -29,6 +29,7 @@ from maas_domain.errors import InvalidInput
 from maas_domain.work import WorkflowState
 from workflows import verbs
 from workflows.kinds import WorkflowKind
+from workflows.models import Workflow
 
 EVENT_FIELDS = ["id", "at", "kind", "stage", "attempt", "message", "data", "actor_name"]
 VERB_NAMES = list(verbs.VERBS)
@@ -202,7 +203,7 @@ class WorkflowSerializer(serializers.ModelSerializer[Any]):
 
     queued = serializers.SerializerMethodField()
 
-    def get_queued(self, wf: Any) -> bool:
+    def get_queued(self, wf: Workflow) -> bool:
         return bool(wf.state == WorkflowState.PENDING)
 
 
@@ -222,13 +223,13 @@ RECENT_EVENTS = 50
 DIAGNOSTICS = ("cached", "refresh", "true", "false")
 
 
-def timeline(wf: Any, *, limit: int = RECENT_EVENTS) -> list[dict[str, Any]]:
+def timeline(wf: Workflow, *, limit: int = RECENT_EVENTS) -> list[dict[str, Any]]:
     """The workflow's latest ``limit`` timeline entries, oldest first."""
     rows = list(wf.events.order_by("-at", "-id").values(*EVENT_FIELDS)[:limit])
     return [{**row, "at": row["at"].isoformat()} for row in reversed(rows)]
 
 
-def timeline_page(wf: Any, request: Request) -> Response:
+def timeline_page(wf: Workflow, request: Request) -> Response:
     """GET /{kind}s/{id}/timeline: every entry, oldest first, a page at a time."""
     paginator = Pagination()
     page: list[Any] | None = paginator.paginate_queryset(wf.events.order_by("at", "id"), request)
@@ -236,7 +237,9 @@ def timeline_page(wf: Any, request: Request) -> Response:
     return paginator.get_paginated_response(TimelineEventSerializer(rows, many=True).data)
 
 
-def detail(wf: Any, serializer: type[serializers.Serializer[Any]], request: Request) -> Response:
+def detail(
+    wf: Workflow, serializer: type[serializers.Serializer[Any]], request: Request
+) -> Response:
     """GET /{kind}s/{id}: the row, allowed verbs, the latest timeline entries (all of them at
     ``/timeline``) and MAAS diagnostics: cached (default, with their age), fetched now
     (``?diagnostics=refresh``) or left out (``?diagnostics=false``). Reading a workflow never
@@ -252,7 +255,7 @@ def detail(wf: Any, serializer: type[serializers.Serializer[Any]], request: Requ
     data["timeline_count"] = wf.events.count()
     if mode != "false":
         data["diagnostics"] = cached_diagnostics(
-            wf._meta.model_name, wf, refresh=mode in ("refresh", "true")
+            str(wf._meta.model_name), wf, refresh=mode in ("refresh", "true")
         )
     return Response(data)
 

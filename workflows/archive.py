@@ -18,12 +18,12 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
-from workflows.models import COMMON_FIELDS
+from workflows.models import COMMON_FIELDS, Workflow
 
 FORMAT = "maascp.timeline/1"
 
 
-def timeline_lines(kind: str, wf: Any) -> Iterator[str]:
+def timeline_lines(kind: str, wf: Workflow) -> Iterator[str]:
     head: dict[str, Any] = {
         "record": "workflow",
         "format": FORMAT,
@@ -52,7 +52,7 @@ def timeline_lines(kind: str, wf: Any) -> Iterator[str]:
         )
 
 
-def write_timeline(kind: str, wf: Any, directory: Path) -> Path:
+def write_timeline(kind: str, wf: Workflow, directory: Path) -> Path:
     """Write ``<kind>-<id>.jsonl`` in ``directory`` atomically (a reader never sees half a file;
     a re-run replaces it with the same or a longer timeline)."""
     target = directory / f"{kind}-{wf.pk}.jsonl"

@@ -10,11 +10,14 @@ row lock the engine and the verbs hold); compare-and-swap updates that move many
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 from django.db.models import Q
 from django_fsm import FSMField
+
+if TYPE_CHECKING:
+    from django.db.models.fields.related_descriptors import RelatedManager
 
 from maas_domain.fsm import Lifecycle, move
 from maas_domain.work import OPEN_STATES, WorkflowState
@@ -52,6 +55,8 @@ class Workflow(Lifecycle):
     """
 
     state = FSMField(default=W.PENDING, choices=W.choices, protected=True)
+    if TYPE_CHECKING:  # each kind's timeline model points back with related_name="events"
+        events: RelatedManager[Any]
     site = models.ForeignKey(
         "maas_domain.MaasSite", on_delete=models.PROTECT, related_name="%(class)ss"
     )

@@ -31,10 +31,9 @@ from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import CredentialNotConfirmed
 from maas_domain.work import WorkflowState
-from workflows.context import StageContext, lease_seconds
 from workflows.dispatch import ADVANCE, admit_after_commit, enqueue
-from workflows.kinds import KINDS, M, WorkflowKind
-from workflows.models import RUNNABLE_STATES
+from workflows.kinds import KINDS, M, StageContext, WorkflowKind, lease_seconds
+from workflows.models import RUNNABLE_STATES, Workflow
 from workflows.results import (
     Done,
     Fail,
@@ -300,7 +299,7 @@ def _apply(
     return timeline, hook, fields
 
 
-def _clear_wait(wf: Any) -> None:
+def _clear_wait(wf: Workflow) -> None:
     wf.wait_system_id, wf.wait_status, wf.next_check_at = "", None, None
 
 

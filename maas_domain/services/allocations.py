@@ -7,8 +7,6 @@ the decommission's own (decommission/services.py). Each change is audited.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,7 +17,7 @@ from maas_domain.services.common import lock
 from maas_domain.work import open_on_node
 
 
-def allocation_create(*, actor: audit.Actor, node_id: Any, holder: str) -> Allocation:
+def allocation_create(*, actor: audit.Actor, node_id: int, holder: str) -> Allocation:
     with transaction.atomic():
         node = Node.objects.select_for_update().filter(pk=node_id).first()
         if node is None:

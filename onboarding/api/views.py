@@ -171,7 +171,7 @@ class OnboardingViewSet(
             body = BatchVerbSerializer(data=request.data)
             body.is_valid(raise_exception=True)
             batch = batch_services.batch_resume(
-                actor=request.user, batch_id=pk, **body.validated_data
+                actor=request.user, batch_id=int(pk), **body.validated_data
             )
             return Response(batch_summary(batch))
 
@@ -188,7 +188,7 @@ class OnboardingViewSet(
             body = BatchVerbSerializer(data=request.data)
             body.is_valid(raise_exception=True)
             done = batch_services.batch_cancel(
-                actor=request.user, batch_id=pk, **body.validated_data
+                actor=request.user, batch_id=int(pk), **body.validated_data
             )
             return Response(
                 {

@@ -7,7 +7,7 @@ from typing import Any
 from maas_client.status import NodeStatus
 from maas_client.types import Machine
 from onboarding.models import Onboarding
-from workflows.context import StageContext
+from workflows.kinds import StageContext
 from workflows.results import StageFailed
 
 S = NodeStatus

@@ -24,8 +24,7 @@ from maas_domain.models import MaasSite, Node, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
 from tests.support.maas import API_KEY, Sim, make_sim
 from workflows import step
-from workflows.context import StageContext
-from workflows.kinds import KINDS
+from workflows.kinds import KINDS, StageContext
 from workflows.results import Result
 
 CA_PEM = demo_ca_pem()

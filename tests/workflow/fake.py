@@ -18,8 +18,7 @@ from django.db.models import Q
 from maas_domain.models import Node
 from maas_domain.policy import Policy, resolve_policy
 from maas_domain.work import OPEN_STATES
-from workflows.context import StageContext
-from workflows.kinds import Call, Stage, WorkflowKind
+from workflows.kinds import Call, Stage, StageContext, WorkflowKind
 from workflows.models import Workflow, WorkflowEvent
 from workflows.results import Done, Result
 

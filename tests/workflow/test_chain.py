@@ -14,7 +14,7 @@ from maas_domain.models import MaasSite
 from tests.workflow.conftest import Sent
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script
 from workflows import step
-from workflows.context import StageContext
+from workflows.kinds import StageContext
 from workflows.results import Done, Wait
 from workflows.scheduling import admit
 

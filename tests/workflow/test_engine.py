@@ -20,8 +20,7 @@ from maas_domain.secrets import SecretsUnavailable
 from tests.workflow.conftest import Sent
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script
 from workflows import step
-from workflows.context import StageContext
-from workflows.kinds import KINDS, WorkflowKind
+from workflows.kinds import KINDS, StageContext, WorkflowKind
 from workflows.results import Done, Fail, Hold, Retry, StageFailed, Wait
 from workflows.scheduling import admit, sweep, wake
 
