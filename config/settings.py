@@ -227,7 +227,7 @@ if API_TOKEN_DAYS > API_TOKEN_MAX_DAYS:
 # Limits on every door (maas_domain/throttling.py, docs/security.md).
 API_MUTATIONS_PER_MINUTE = env.integer("API_MUTATIONS_PER_MINUTE", 120, minimum=1)
 NODE_REQUESTS_PER_MINUTE = env.integer("NODE_REQUESTS_PER_MINUTE", 600, minimum=1)
-NODE_ENROLLS_PER_ONBOARDING = env.integer("NODE_ENROLLS_PER_ONBOARDING", 20, minimum=1)
+NODE_REFUSALS_PER_MINUTE = env.integer("NODE_REFUSALS_PER_MINUTE", 20, minimum=1)
 NODE_REFUSAL_EVENTS = env.integer("NODE_REFUSAL_EVENTS", 10, minimum=1)
 ADMIN_LOGIN_FAILURES = env.integer("ADMIN_LOGIN_FAILURES", 5, minimum=1)
 # Serve the node-facing routes only on their own listener (config/wsgi_node.py): the main one

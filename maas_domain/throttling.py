@@ -4,8 +4,10 @@ production, so every web process shares them).
 * API mutations (POST/PUT/PATCH/DELETE): per token (per user for a session),
   ``MAASCP_API_MUTATIONS_PER_MINUTE``; 429 with ``Retry-After`` (``MutationThrottle``); dry
   runs are counted apart, against the same number;
-* node-facing endpoints: per source address and, for enrollment, per onboarding id
-  (``MAASCP_NODE_REQUESTS_PER_MINUTE``, ``MAASCP_NODE_ENROLLS_PER_ONBOARDING``);
+* node-facing endpoints: every request per source address (``NodeAddressThrottle``,
+  ``MAASCP_NODE_REQUESTS_PER_MINUTE``); and *refusals only*, per (onboarding, source address)
+  (``refused``, ``MAASCP_NODE_REFUSALS_PER_MINUTE``): the token is checked first, so a valid
+  token is never held back by anybody else's failures;
 * admin login: after ``MAASCP_ADMIN_LOGIN_FAILURES`` failures per address or user name in 15
   minutes, the login answers 429 until the window ends (``maas_domain/admin_site.py``).
 """
@@ -17,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -88,3 +91,42 @@ class MutationThrottle(BaseThrottle):
 
     def wait(self) -> float | None:
         return self.wait_seconds
+
+
+class NodeAddressThrottle(BaseThrottle):
+    """Every node-facing route: at most ``MAASCP_NODE_REQUESTS_PER_MINUTE`` requests per source
+    address (one node cannot flood the others' listener)."""
+
+    def __init__(self) -> None:
+        self.wait_seconds: int | None = None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.wait_seconds = over(
+            "node_address", client_address(request), allowed=settings.NODE_REQUESTS_PER_MINUTE
+        )
+        if self.wait_seconds is not None:
+            metrics.node_refused(_endpoint(request), "throttled")
+        return self.wait_seconds is None
+
+    def wait(self) -> float | None:
+        return self.wait_seconds
+
+
+def _endpoint(request: Any) -> str:
+    match = getattr(request, "resolver_match", None)
+    return str(getattr(match, "url_name", "") or "node").removeprefix("node-")
+
+
+def refused(request: Any, onboarding_id: int) -> None:
+    """Called after a node request was refused (a wrong, stale or replayed token): counts the
+    refusal for (onboarding, source address); past ``MAASCP_NODE_REFUSALS_PER_MINUTE`` the
+    answer becomes a 429. Only refusals are counted, after the token check: a node with a
+    valid token is never throttled by other addresses' failures."""
+    wait = over(
+        "node_refusals",
+        f"{onboarding_id}@{client_address(request)}",
+        allowed=settings.NODE_REFUSALS_PER_MINUTE,
+    )
+    if wait is not None:
+        metrics.node_refused(_endpoint(request), "throttled")
+        raise Throttled(wait=wait)

@@ -1,12 +1,13 @@
 """The node side of the simulator: what a deployed machine's first boot does with its user-data.
 
 When MAAS marks a machine Deployed (its installed OS fetched user-data), the node reads the
-cloud-config our payload rendered, finds the node-agent config (``/etc/gpuaas/node-agent.yaml``)
-and does what the payload's commands do: it reports the site bundle's outcome (when the payload
-has one) and the agent's start to the report URL with its bootstrap token, then calls the
-enrollment URL with its enrollment token. Per host, tests can make the site bundle or the agent
-fail or stay silent, make enrollment fail, stay silent, delay, or replay the call (to prove a
-token is accepted once). Calls run on their own thread: never under the simulator lock.
+cloud-config our payload rendered, reads the values the first-boot scripts read (one per file
+under ``/etc/gpuaas/node/``, as the scripts read them) and does what the payload's commands do:
+it reports the site bundle's outcome (when the payload has one) and the agent's start to the
+report URL with its bootstrap token, then calls the enrollment URL with its enrollment token.
+Per host, tests can make the site bundle or the agent fail or stay silent, make enrollment fail,
+stay silent, delay, or replay the call (to prove a token is accepted once). Calls run on their
+own thread: never under the simulator lock.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import yaml
 from maas_client.status import NodeStatus
 
 log = logging.getLogger("maas.simulator.node")
-AGENT_CONFIG = "/etc/gpuaas/node-agent.yaml"
+NODE_DIR = "/etc/gpuaas/node"  # one value per file, as onboarding/cloudconfig.py writes them
 
 
 @dataclass
@@ -180,15 +181,22 @@ class NodeSide:
 
 
 def agent_config(user_data: bytes) -> dict[str, Any] | None:
-    """The node-agent config our payload writes, parsed from the cloud-config; None if absent."""
+    """The values our payload writes for the first-boot scripts, one per file under
+    ``/etc/gpuaas/node/``, read as the scripts read them (``$(cat file)``: the content without
+    its trailing newlines; the numbers unquoted in the JSON they send); None if absent."""
     try:
         cloud = yaml.safe_load(user_data.decode("utf-8", "replace"))
     except yaml.YAMLError:
         return None
     if not isinstance(cloud, dict):
         return None
+    values: dict[str, Any] = {}
     for item in cloud.get("write_files") or []:
-        if isinstance(item, dict) and item.get("path") == AGENT_CONFIG:
-            parsed = yaml.safe_load(item.get("content") or "")
-            return parsed if isinstance(parsed, dict) else None
-    return None
+        path = item.get("path") if isinstance(item, dict) else None
+        if isinstance(path, str) and path.startswith(NODE_DIR + "/"):
+            values[path.removeprefix(NODE_DIR + "/")] = str(item.get("content") or "").rstrip("\n")
+    if "enroll_url" not in values:
+        return None
+    for number in ("onboarding_id", "attempt"):
+        values[number] = int(values[number]) if values.get(number, "").isdigit() else None
+    return values

@@ -35,7 +35,11 @@ from maas_domain.validators import (
     version_error,
 )
 
-AGENT_CONFIG = "/etc/gpuaas/node-agent.yaml"
+AGENT_CONFIG = "/etc/gpuaas/node-agent.yaml"  # for the node agent itself (a YAML reader)
+# One file per value for the first-boot scripts, read with ``cat``: YAML would quote a hostname
+# such as 1001, 0123, on or null, and a script that strips YAML by hand would send the quotes.
+NODE_DIR = "/etc/gpuaas/node"
+SECRET_VALUES = frozenset({"enrollment_token", "bootstrap_token"})
 CA_FILE = "/etc/gpuaas/ca.pem"
 ROCE_FILE = "/etc/gpuaas/roce.yaml"
 BUNDLE_DIR = "/etc/gpuaas/site-bundle"
@@ -170,6 +174,10 @@ def document(fb: FirstBoot) -> dict[str, Any]:
     }
     files = [
         _file(AGENT_CONFIG, _yaml(agent), "0600"),
+        *(
+            _file(f"{NODE_DIR}/{name}", f"{value}\n", "0600" if name in SECRET_VALUES else "0644")
+            for name, value in agent.items()
+        ),
         _file(REPORT_SCRIPT, _script("report.sh"), "0755"),
     ]
     if fb.ca_pem:

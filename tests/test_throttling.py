@@ -55,7 +55,7 @@ def test_unknown_ids_and_wrong_tokens_get_one_uniform_refusal(anon_api: APIClien
 def test_refusals_are_counted_and_write_a_bounded_timeline(
     anon_api: APIClient, settings: Any
 ) -> None:
-    settings.NODE_ENROLLS_PER_ONBOARDING = 1000
+    settings.NODE_REFUSALS_PER_MINUTE = 1000
     wf = make_onboarding(make_site(), state="waiting", stage="enrollment")
     before = scrape.value(
         scrape.local(), "maascp_node_refusals_total", endpoint="enroll", reason="invalid"
@@ -70,15 +70,45 @@ def test_refusals_are_counted_and_write_a_bounded_timeline(
     assert after - before == 40
 
 
-def test_enrollment_is_throttled_per_onboarding_id_across_addresses(
+def waiting_for_enrollment() -> tuple[Any, Any]:
+    from onboarding import payload
+    from onboarding.models import Onboarding
+
+    wf = make_onboarding(make_site(), hostname="enr01")
+    tokens, hashes = payload.mint_tokens(wf.pk, wf.attempt)
+    Onboarding.objects.filter(pk=wf.pk).update(stage="enrollment", state="waiting", **hashes)
+    wf.refresh_from_db()
+    return wf, tokens
+
+
+def test_refusals_are_throttled_per_onboarding_and_address(
     anon_api: APIClient, settings: Any
 ) -> None:
-    settings.NODE_ENROLLS_PER_ONBOARDING = 5
+    settings.NODE_REFUSALS_PER_MINUTE = 5
     wf = make_onboarding(make_site(), state="waiting", stage="enrollment")
-    codes = [post(anon_api, enroll_body(wf), addr=f"10.0.2.{i}").status_code for i in range(8)]
+    codes = [post(anon_api, enroll_body(wf), addr="10.0.2.66").status_code for _ in range(8)]
     assert codes[:5] == [403] * 5 and codes[5:] == [429] * 3
-    last = post(anon_api, enroll_body(wf), addr="10.0.2.99")
+    last = post(anon_api, enroll_body(wf), addr="10.0.2.66")
     assert last.status_code == 429 and int(last["Retry-After"]) >= 1
+    # another address's first refusal is a refusal, not a 429: the bucket is that address's
+    assert post(anon_api, enroll_body(wf), addr="10.0.2.67").status_code == 403
+
+
+def test_bogus_enrollments_do_not_delay_the_node_with_the_valid_token(
+    anon_api: APIClient, settings: Any
+) -> None:
+    """Anyone on a node network could send 21 bogus enrollments a minute per (sequential) id
+    and keep the real node at 429 until its onboarding timed out. The token is checked first
+    and only refusals are counted, so the valid one goes through, even from the address the
+    bogus ones came from."""
+    wf, tokens = waiting_for_enrollment()
+    for _ in range(21):
+        assert post(anon_api, enroll_body(wf), addr="10.0.5.66").status_code in (403, 429)
+    assert post(anon_api, enroll_body(wf), addr="10.0.5.66").status_code == 429
+    valid = {**enroll_body(wf, tokens.enrollment), "hostname": wf.hostname}
+    answer = post(anon_api, valid, addr="10.0.5.66")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["enrolled"] is True
 
 
 def test_node_routes_are_throttled_per_source_address(anon_api: APIClient, settings: Any) -> None:

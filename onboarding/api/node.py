@@ -4,23 +4,29 @@ admin authentication; a node proves itself with its onboarding's tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.template.loader import render_to_string
 from drf_spectacular.utils import (
     extend_schema,
 )
 from rest_framework import serializers
-from rest_framework.decorators import api_view, authentication_classes, permission_classes
+from rest_framework.decorators import (
+    api_view,
+    authentication_classes,
+    permission_classes,
+    throttle_classes,
+)
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from maas_domain import throttling
 from maas_domain.api.serializers import StrictMixin
-from maas_domain.observability import metrics
+from maas_domain.errors import Forbidden
 from onboarding import node as node_services
 
 
@@ -43,21 +49,27 @@ class NodeHealthSerializer(serializers.Serializer[Any]):
     ok = serializers.BooleanField()
 
 
-def _throttled(request: HttpRequest, endpoint: str) -> HttpResponse | None:
-    """The node routes' per-address limit (docs/security.md): a 429 with Retry-After, or None."""
-    wait = throttling.over(
-        "node_address",
-        throttling.client_address(request),
-        allowed=settings.NODE_REQUESTS_PER_MINUTE,
-    )
-    if wait is None:
-        return None
-    metrics.node_refused(endpoint, "throttled")
-    return JsonResponse(
-        {"error": "throttled", "detail": "Too many requests."},
-        status=429,
-        headers={"Retry-After": str(wait)},
-    )
+def node_route(methods: list[str]) -> Callable[[Callable[..., Any]], Any]:
+    """A node-facing DRF view: no admin authentication (the node proves itself with its
+    tokens) and the per-address limit (maas_domain/throttling.py)."""
+
+    def wrap(view: Callable[..., Any]) -> Any:
+        view = throttle_classes([throttling.NodeAddressThrottle])(view)
+        view = permission_classes([AllowAny])(view)
+        view = authentication_classes([])(view)
+        return api_view(methods)(view)
+
+    return wrap
+
+
+def _checked(request: Request, onboarding_id: int, call: Any) -> Any:
+    """Run a node service; a refusal (403) is counted for (onboarding, source address) and
+    becomes a 429 once there are too many (throttling.refused)."""
+    try:
+        return call()
+    except Forbidden:
+        throttling.refused(request, onboarding_id)
+        raise
 
 
 @extend_schema(
@@ -67,50 +79,23 @@ def _throttled(request: HttpRequest, endpoint: str) -> HttpResponse | None:
     responses={200: EnrollAnswerSerializer},
     description="Called by a node agent during first boot with its one-time enrollment token.",
 )
-@api_view(["POST"])
-@authentication_classes([])
-@permission_classes([AllowAny])
-def enroll(request: Request) -> Response | HttpResponse:
-    if busy := _throttled(request, "enroll"):
-        return busy
+@node_route(["POST"])
+def enroll(request: Request) -> Response:
     body = EnrollSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     data = body.validated_data
-    wait = throttling.over(
-        "node_onboarding",
-        str(data["onboarding_id"]),
-        allowed=settings.NODE_ENROLLS_PER_ONBOARDING,
-    )
-    if wait is not None:
-        metrics.node_refused("enroll", "throttled")
-        return Response(
-            {"error": "throttled", "detail": "Too many requests."},
-            status=429,
-            headers={"Retry-After": str(wait)},
-        )
-    wf = node_services.onboarding_enroll(
-        onboarding_id=data["onboarding_id"],
-        attempt=data["attempt"],
-        token=data["enrollment_token"],
-        hostname=data["hostname"],
-        agent_version=data["agent_version"],
+    wf = _checked(
+        request,
+        data["onboarding_id"],
+        lambda: node_services.onboarding_enroll(
+            onboarding_id=data["onboarding_id"],
+            attempt=data["attempt"],
+            token=data["enrollment_token"],
+            hostname=data["hostname"],
+            agent_version=data["agent_version"],
+        ),
     )
     return Response({"enrolled": True, "onboarding_id": wf.pk, "node_id": wf.node_id})
-
-
-def _throttled_onboarding(endpoint: str, onboarding_id: int) -> Response | None:
-    """Node requests per onboarding id (the enrollment's allowance, its own bucket)."""
-    wait = throttling.over(
-        f"node_{endpoint}", str(onboarding_id), allowed=settings.NODE_ENROLLS_PER_ONBOARDING
-    )
-    if wait is None:
-        return None
-    metrics.node_refused(endpoint, "throttled")
-    return Response(
-        {"error": "throttled", "detail": "Too many requests."},
-        status=429,
-        headers={"Retry-After": str(wait)},
-    )
 
 
 NODE_REPORT_STATUSES = ["ok", "failed"]
@@ -139,27 +124,25 @@ class RecordedAnswerSerializer(serializers.Serializer[Any]):
     request=ReportSerializer,
     responses={200: RecordedAnswerSerializer},
 )
-@api_view(["POST"])
-@authentication_classes([])
-@permission_classes([AllowAny])
-def report(request: Request) -> Response | HttpResponse:
+@node_route(["POST"])
+def report(request: Request) -> Response:
     """The node reports its site bundle's outcome or its agent's start (docs/api.md)."""
-    if busy := _throttled(request, "report"):
-        return busy
     body = ReportSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     data = body.validated_data
-    if limited := _throttled_onboarding("report", data["onboarding_id"]):
-        return limited
-    wf = node_services.onboarding_node_report(
-        onboarding_id=data["onboarding_id"],
-        attempt=data["attempt"],
-        token=data["bootstrap_token"],
-        hostname=data["hostname"],
-        phase=data["phase"],
-        ok=data["status"] == "ok",
-        detail=data.get("detail", ""),
-        version=data.get("version", ""),
+    wf = _checked(
+        request,
+        data["onboarding_id"],
+        lambda: node_services.onboarding_node_report(
+            onboarding_id=data["onboarding_id"],
+            attempt=data["attempt"],
+            token=data["bootstrap_token"],
+            hostname=data["hostname"],
+            phase=data["phase"],
+            ok=data["status"] == "ok",
+            detail=data.get("detail", ""),
+            version=data.get("version", ""),
+        ),
     )
     return Response({"recorded": True, "onboarding_id": wf.pk})
 
@@ -188,23 +171,21 @@ class CheckinSerializer(StrictMixin, serializers.Serializer[Any]):
     request=CheckinSerializer,
     responses={200: CheckinAnswerSerializer},
 )
-@api_view(["POST"])
-@authentication_classes([])
-@permission_classes([AllowAny])
-def checkin(request: Request) -> Response | HttpResponse:
+@node_route(["POST"])
+def checkin(request: Request) -> Response:
     """A running node agent checks in; it may be handed its onboarding's newer tokens."""
-    if busy := _throttled(request, "checkin"):
-        return busy
     body = CheckinSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     data = body.validated_data
-    if limited := _throttled_onboarding("checkin", data["onboarding_id"]):
-        return limited
-    answer = node_services.onboarding_checkin(
-        onboarding_id=data["onboarding_id"],
-        attempt=data["attempt"],
-        token=data["bootstrap_token"],
-        hostname=data["hostname"],
+    answer = _checked(
+        request,
+        data["onboarding_id"],
+        lambda: node_services.onboarding_checkin(
+            onboarding_id=data["onboarding_id"],
+            attempt=data["attempt"],
+            token=data["bootstrap_token"],
+            hostname=data["hostname"],
+        ),
     )
     return Response(answer, headers={"Cache-Control": "no-store"})
 
@@ -212,16 +193,14 @@ def checkin(request: Request) -> Response | HttpResponse:
 @extend_schema(
     operation_id="node_health", tags=["node-facing"], responses={200: NodeHealthSerializer}
 )
-@api_view(["GET", "HEAD"])
-@authentication_classes([])
-@permission_classes([AllowAny])
-def node_health(request: Request) -> Response | HttpResponse:
-    return _throttled(request, "health") or Response({"ok": True})
+@node_route(["GET", "HEAD"])
+def node_health(request: Request) -> Response:
+    return Response({"ok": True})
 
 
-def agent_script(request: HttpRequest, version: str) -> HttpResponse:
-    if busy := _throttled(request, "agent_script"):
-        return busy
+@extend_schema(exclude=True)  # a shell script, not part of the JSON API
+@node_route(["GET"])
+def agent_script(request: Request, version: str) -> HttpResponse:
     if version != settings.NODE_AGENT_VERSION:
         return HttpResponse("unknown agent version\n", status=404, content_type="text/plain")
     body = render_to_string("firstboot/agent-bootstrap.sh", {"agent_version": version})

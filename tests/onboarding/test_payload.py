@@ -100,10 +100,10 @@ def test_the_node_reports_bundle_and_agent_apart_with_its_bootstrap_token(settin
     assert report["permissions"] == "0755" and report["content"].startswith("#!/bin/sh\n")
     bundle = files["/usr/local/lib/gpuaas/site-bundle.sh"]["content"]
     agent = files["/usr/local/lib/gpuaas/node-agent.sh"]["content"]
-    assert "report.sh site_bundle failed" in bundle and "report.sh site_bundle ok" in bundle
+    assert 'report.sh" site_bundle failed' in bundle and 'report.sh" site_bundle ok' in bundle
     # the agent bootstrap does not run after a failed bundle, and reports its own failure
-    assert "test ! -e /run/gpuaas-site-bundle.failed || exit 1" in agent
-    assert "report.sh agent failed" in agent
+    assert 'test ! -e "$R/run/gpuaas-site-bundle.failed" || exit 1' in agent
+    assert 'report.sh" agent failed' in agent
     assert tokens.bootstrap not in report["content"] + bundle + agent  # read at run time
 
 
@@ -112,11 +112,16 @@ def test_report_sh_posts_a_json_body_and_refuses_other_words(tmp_path: Path) -> 
     valid JSON with the bootstrap token, hostile detail is reduced to harmless characters, and
     anything but the four fixed word pairs is refused before any request."""
     script = (Path(settings_base()) / "templates/firstboot/report.sh").read_text()
-    config = tmp_path / "node-agent.yaml"
-    config.write_text(
-        "onboarding_id: 7\nattempt: 2\nhostname: c07u31\nbootstrap_token: abc-_123\n"
-        "report_url: http://cp.test/api/v1/node/report\n"
-    )
+    values = tmp_path / "etc/gpuaas/node"
+    values.mkdir(parents=True)
+    for name, value in {
+        "onboarding_id": "7",
+        "attempt": "2",
+        "hostname": "c07u31",
+        "bootstrap_token": "abc-_123",
+        "report_url": "http://cp.test/api/v1/node/report",
+    }.items():
+        (values / name).write_text(value + "\n")
     body = tmp_path / "body"
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -125,8 +130,8 @@ def test_report_sh_posts_a_json_body_and_refuses_other_words(tmp_path: Path) -> 
     )
     (fake / "curl").chmod(0o755)
     runnable = tmp_path / "report.sh"
-    runnable.write_text(script.replace("/etc/gpuaas/node-agent.yaml", str(config)))
-    env = {"PATH": f"{fake}:/usr/bin:/bin"}
+    runnable.write_text(script)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "GPUAAS_ROOT": str(tmp_path)}
     hostile = 'run.sh "exit" $(reboot) `id` \\ \n next'
     done = subprocess.run(
         ["/bin/sh", str(runnable), "site_bundle", "failed", hostile], env=env, check=False
