@@ -428,7 +428,7 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],  # like the API it describes
+    "SERVE_PERMISSIONS": ["maas_domain.access.ActionPermission"],  # the read role, as every GET
     "SCHEMA_PATH_PREFIX": r"/api/v1/(admin|node)",
     "SCHEMA_PATH_PREFIX_TRIM": False,
     "COMPONENT_SPLIT_REQUEST": True,

@@ -38,6 +38,11 @@ VERB_NAMES = list(verbs.VERBS)
 class VerbSerializer(StrictMixin, serializers.Serializer[Any]):
     reason = serializers.CharField(max_length=500, required=False, allow_blank=True)
     confirm = serializers.BooleanField(required=False, default=False)
+    force = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Reopen although a tenant holds the node (admin only, with a reason).",
+    )
 
 
 class TimelineEventSerializer(serializers.Serializer[Any]):

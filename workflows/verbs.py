@@ -24,9 +24,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from maas_domain import audit, events
-from maas_domain.access import Action
-from maas_domain.errors import Conflict, InvalidInput
-from maas_domain.models import Node
+from maas_domain.access import Action, allowed
+from maas_domain.errors import Conflict, Forbidden, InvalidInput
+from maas_domain.models import Allocation, AllocationState, Node
 from maas_domain.work import WorkflowState, open_on_node
 from workflows.dispatch import admit_after_commit, enqueue
 from workflows.kinds import M, WorkflowKind
@@ -217,6 +217,37 @@ def _refuse_if_node_busy(kind: WorkflowKind[M], wf: M) -> None:
         )
 
 
+def _refuse_if_a_tenant_holds_the_node(
+    wf: Workflow, verb: str, *, actor: audit.Actor, force: bool, reason: str
+) -> None:
+    """Reopening runs MAAS work on the node again (redeploy, erase): not while a tenant holds
+    it, unless an admin says so with a reason (docs/api.md, "Recovery verbs")."""
+    node_id = getattr(wf, "node_id", None)
+    if not node_id:
+        return
+    held = list(
+        Allocation.objects.filter(node_id=node_id, state=AllocationState.ACTIVE).values(
+            "id", "holder"
+        )
+    )
+    if not held:
+        return
+    if not force:
+        raise Conflict(
+            f"{verb} would run MAAS work on {wf.hostname}, which a tenant holds (allocation "
+            f"{held[0]['id']}, {held[0]['holder']}); release it first, or an admin forces the "
+            "verb with a reason.",
+            current_state=wf.state,
+            allocations=held,
+        )
+    if actor is not None and not allowed(actor, Action.ADMIN):
+        raise Forbidden(f"Forcing {verb} on a node a tenant holds is an admin action.")
+    if not reason.strip():
+        raise InvalidInput(
+            "A forced verb needs a reason.", fields={"reason": ["Say why the tenant's node."]}
+        )
+
+
 def _release_execution(wf: Workflow) -> None:
     """A live execution's next heartbeat or recording finds it no longer owns the workflow."""
     wf.lease_owner, wf.lease_expires_at = "", None
@@ -247,9 +278,12 @@ def apply(
     actor: audit.Actor,
     reason: str = "",
     confirm: bool = False,
+    force: bool = False,
     dry_run: bool = False,
 ) -> dict[str, Any]:
-    """Run one verb on workflow ``pk`` (or describe it, with ``dry_run``)."""
+    """Run one verb on workflow ``pk`` (or describe it, with ``dry_run``). A verb that reopens
+    the workflow is refused while a tenant holds its node, unless an admin forces it with a
+    reason (``force``)."""
     spec = VERBS.get(verb)
     if spec is None:
         raise InvalidInput(
@@ -275,6 +309,8 @@ def apply(
             raise InvalidInput(
                 f"{verb} needs explicit confirmation.", fields={"confirm": ["Must be true."]}
             )
+        if spec.moves == REOPEN:
+            _refuse_if_a_tenant_holds_the_node(wf, verb, actor=actor, force=force, reason=reason)
         recipe = plan(kind, wf, verb, adopt_stage=adopt_stage)
         if dry_run:
             return {"dry_run": True, "allowed": True, "current_state": wf.state, **recipe.__dict__}

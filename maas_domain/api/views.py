@@ -459,6 +459,7 @@ class TokenViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[ApiToken]):
             name=body.validated_data["name"],
             scope=body.validated_data["scope"],
             expires_in=timedelta(days=days) if days else None,
+            parent=request.auth if isinstance(request.auth, ApiToken) else None,
         )
         data = dict(TokenSerializer(token).data)
         if not dryrun.active():  # a rehearsed token is never made: no value to show

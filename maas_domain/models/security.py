@@ -47,6 +47,15 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="children",
+        help_text="The token whose request made this one: a child never outranks or outlives "
+        "it and is revoked with it.",
+    )
 
     class Meta:
         db_table = "api_tokens"

@@ -22,8 +22,9 @@ from django.utils import timezone
 from maas_client.client import MaasClient
 from maas_client.errors import MaasAuthError, MaasError, excerpt
 from maas_client.types import BootResource, Subnet
-from maas_domain import audit
-from maas_domain.errors import NotFound
+from maas_domain import access, audit
+from maas_domain.access import Action
+from maas_domain.errors import Forbidden, NotFound
 from maas_domain.models import CredentialKind, MaasSite, SiteCredential, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteHealth
 from maas_domain.secrets import SecretsError, get_backend
@@ -97,17 +98,22 @@ def site_probe(
     confirm_maas_url: str | None = None,
     dry_run: bool = False,
 ) -> dict[str, Any]:
-    """Probe the site. ``confirm_maas_url`` (the site's current MAAS URL) is an operator's
-    confirmation that its API key may be sent there after the URL or TLS setting changed.
-    ``dry_run``: the same checks, nothing stored or promoted, and the key never sent to an
-    address that is not confirmed yet (docs/api.md, "Dry runs")."""
+    """Probe the site. ``confirm_maas_url`` (the site's current MAAS URL) is an admin's
+    confirmation that its API key may be sent there after the URL or TLS setting changed: the
+    probe then uses the key there, and the confirmation is recorded with the probe's result
+    only if MAAS authenticated it (docs/security.md, T2). ``dry_run``: the same checks,
+    nothing stored or promoted, and the key never sent to an address that is not confirmed yet
+    (docs/api.md, "Dry runs")."""
     site = MaasSite.objects.filter(pk=site_id).first()
     if site is None:
         raise NotFound(f"Site {site_id} not found.")
-    if confirm_maas_url is not None and dry_run:
+    confirming = confirm_maas_url is not None and not dry_run
+    if confirm_maas_url is not None:
+        if not access.allowed(actor, Action.ADMIN):
+            raise Forbidden(
+                "Confirming a new MAAS address sends the site's API key there: an admin action."
+            )
         confirm_url_matches(site=site, confirm_maas_url=confirm_maas_url)
-    elif confirm_maas_url is not None:
-        credentials_confirm_url(actor=actor, site=site, confirm_maas_url=confirm_maas_url)
     profiles = list(SiteProfile.objects.filter(site=site, status=ProfileStatus.ACTIVE))
     creds = {c.kind: c for c in SiteCredential.objects.filter(site=site)}
     key_ref = creds.get(CredentialKind.MAAS_API_KEY)
@@ -117,7 +123,7 @@ def site_probe(
 
     def connect() -> str:
         nonlocal client, promoted
-        if key_ref is not None and not key_ref.bound_to(site):
+        if key_ref is not None and not key_ref.bound_to(site) and not confirming:
             if dry_run and confirm_maas_url is not None:
                 raise CheckFailed(
                     "not checked: a dry run never sends the API key to an address that is not "
@@ -212,7 +218,7 @@ def site_probe(
             "dry_run": True,
             "would_confirm_key_version": promoted,
         }
-    return _record(actor=actor, site=site, run=run, promoted=promoted)
+    return _record(actor=actor, site=site, run=run, promoted=promoted, confirming=confirming)
 
 
 def _boot_resources(profiles: list[SiteProfile], resources: list[BootResource]) -> str:
@@ -256,7 +262,7 @@ def _outcome(run: _Run) -> tuple[SiteHealth, dict[str, Any], set[str]]:
 
 
 def _record(
-    *, actor: audit.Actor, site: MaasSite, run: _Run, promoted: int | None
+    *, actor: audit.Actor, site: MaasSite, run: _Run, promoted: int | None, confirming: bool
 ) -> dict[str, Any]:
     health, result, failed = _outcome(run)
     now = timezone.now()
@@ -280,6 +286,10 @@ def _record(
             SiteCredential.objects.filter(
                 site=locked, kind=CredentialKind.MAAS_API_KEY, confirmed_at__isnull=True
             ).update(confirmed_at=now)
+        if confirming and "authentication" not in failed:
+            # recorded with the probe that proved the address, never before it
+            credentials_confirm_url(actor=actor, site=locked, confirm_maas_url=locked.maas_url)
+            after["confirmed_maas_url"] = locked.maas_url
         audit.record(
             actor=actor, action="maas_site.probe", target=locked, before=before, after=after
         )

@@ -12,7 +12,9 @@ Rules:
   action. ``actor=None`` is the system (the management command run by an operator on the
   host, ``run_embedded``);
 * the raw token is returned once, by ``api_token_create``; only its SHA-256 is stored, and the
-  audit row carries its id, name, prefix, scope and expiry, never the token.
+  audit row carries its id, name, prefix, scope and expiry, never the token;
+* a token made through another token (``parent``: a bearer-token request) never has a wider
+  scope or a later expiry than it, and dies with it: revoking a token revokes its children.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from maas_domain import audit
-from maas_domain.access import Action, allowed
+from maas_domain.access import RANK, Action, allowed
 from maas_domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from maas_domain.models import ApiToken, TokenScope
 
@@ -59,8 +61,10 @@ def api_token_create(
     name: str,
     scope: str = TokenScope.READ,
     expires_in: timedelta | None = None,
+    parent: ApiToken | None = None,
 ) -> tuple[ApiToken, str]:
-    """A new token for ``user``; returns the row and the raw token (shown once, never stored)."""
+    """A new token for ``user``; returns the row and the raw token (shown once, never stored).
+    ``parent``: the token the request came with, which bounds the new one."""
     from maas_domain.auth import TOKEN_PREFIX, hash_token
 
     errors: dict[str, list[str]] = {}
@@ -69,9 +73,21 @@ def api_token_create(
     if scope not in TokenScope.values:
         errors["scope"] = [f"One of: {', '.join(TokenScope.values)}."]
     longest = timedelta(days=settings.API_TOKEN_MAX_DAYS)
+    explicit_expiry = expires_in is not None
     expires_in = expires_in if expires_in is not None else timedelta(days=settings.API_TOKEN_DAYS)
     if not timedelta(minutes=1) <= expires_in <= longest:
         errors["expires_in"] = [f"Between one minute and {settings.API_TOKEN_MAX_DAYS} days."]
+    now = timezone.now()
+    if parent is not None and not errors:
+        if RANK[Action(scope)] > RANK[Action(parent.scope)]:
+            errors["scope"] = [f"At most the scope of the token making it ({parent.scope})."]
+        if parent.expires_at is not None and now + expires_in > parent.expires_at:
+            if explicit_expiry:
+                errors["expires_in"] = [
+                    f"At most the expiry of the token making it ({parent.expires_at.isoformat()})."
+                ]
+            else:
+                expires_in = parent.expires_at - now
     if errors:
         raise InvalidInput("Invalid token request.", fields=errors)
     if not _may_manage(actor, user):
@@ -84,8 +100,9 @@ def api_token_create(
             prefix=raw[:12],
             key_hash=hash_token(raw),
             scope=scope,
-            expires_at=timezone.now() + expires_in,
+            expires_at=now + expires_in,
             created_by=audit.actor_name(actor),
+            parent=parent,
         )
         audit.record(actor=actor, action="api_token.create", target=token, after=_summary(token))
     return token, raw
@@ -103,19 +120,36 @@ def api_token_revoke(*, actor: audit.Actor, token_id: int, reason: str = "") -> 
         if row.revoked_at is not None:
             raise Conflict(f"API token {token_id} was already revoked.")
         before = _summary(row)
-        row.revoked_at = timezone.now()
+        now = timezone.now()
+        row.revoked_at = now
         row.revoked_by = audit.actor_name(actor)
         row.revoke_reason = reason[:500]
         row.save(update_fields=["revoked_at", "revoked_by", "revoke_reason"])
+        descendants = _descendants(row)
+        ApiToken.objects.filter(pk__in=descendants, revoked_at__isnull=True).update(
+            revoked_at=now,
+            revoked_by=audit.actor_name(actor),
+            revoke_reason=f"revoked with token {row.pk}",
+        )
         audit.record(
             actor=actor,
             action="api_token.revoke",
             target=row,
             before=before,
-            after=_summary(row),
+            after={**_summary(row), "revoked_children": descendants},
             reason=reason,
         )
     return row
+
+
+def _descendants(token: ApiToken) -> list[int]:
+    """Every token made through ``token``, at any depth."""
+    found: list[int] = []
+    layer = [token.pk]
+    while layer:
+        layer = list(ApiToken.objects.filter(parent_id__in=layer).values_list("id", flat=True))
+        found += layer
+    return found
 
 
 def api_token_list(*, actor: audit.Actor, user: Any | None = None) -> QuerySet[ApiToken]:

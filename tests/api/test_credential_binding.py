@@ -138,3 +138,52 @@ def test_the_admin_offers_the_confirmation_and_it_rebinds(
     site.refresh_from_db()
     assert site.health == "healthy"
     assert AuditLog.objects.filter(action="maas_site.credentials.confirm_url").count() == 1
+
+
+def operator_client() -> APIClient:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from tests.support.tokens import bearer_token
+
+    user = get_user_model().objects.create_user("op-1", is_staff=True)
+    user.groups.add(Group.objects.get(name="maascp-operate"))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer_token(user, scope='operate')}")
+    return client
+
+
+def test_confirming_a_new_address_is_an_admin_action(api: APIClient, sim: Sim) -> None:
+    """The operate role may probe, but a confirmation sends the API key to the new host: it
+    needs the admin role, in the service (so the admin pages hold to it too)."""
+    site = healthy_site(api, sim)
+    moved = sim.url.replace("127.0.0.1", "localhost")
+    assert api.patch(f"{SITES}/{site.pk}", {"maas_url": moved}, format="json").status_code == 200
+    operator = operator_client()
+    assert operator.post(f"{SITES}/{site.pk}/probe").status_code == 200  # probing: operate
+    refused = operator.post(f"{SITES}/{site.pk}/probe", {"confirm_maas_url": moved}, format="json")
+    assert refused.status_code == 403, refused.content
+    site.refresh_from_db()
+    assert not SiteCredential.objects.get(site=site, kind="maas_api_key").bound_to(site)
+    assert not AuditLog.objects.filter(action="maas_site.credentials.confirm_url").exists()
+
+
+def test_a_confirmation_is_recorded_only_when_the_probe_authenticates(
+    api: APIClient, sim: Sim
+) -> None:
+    site = healthy_site(api, sim)
+    moved = sim.url.replace("127.0.0.1", "localhost")
+    assert api.patch(f"{SITES}/{site.pk}", {"maas_url": moved}, format="json").status_code == 200
+    sim.faults({"kind": "502", "count": 1, "op": "whoami"})
+    answer = api.post(f"{SITES}/{site.pk}/probe", {"confirm_maas_url": moved}, format="json")
+    assert answer.status_code == 200
+    checks = {c["name"]: c["ok"] for c in answer.json()["checks"]}
+    assert checks["authentication"] is False
+    site.refresh_from_db()
+    assert not SiteCredential.objects.get(site=site, kind="maas_api_key").bound_to(site)
+    assert not AuditLog.objects.filter(action="maas_site.credentials.confirm_url").exists()
+    # MAAS answers again: the same confirmation now takes
+    again = api.post(f"{SITES}/{site.pk}/probe", {"confirm_maas_url": moved}, format="json")
+    assert again.json()["health"] == "healthy"
+    site.refresh_from_db()
+    assert SiteCredential.objects.get(site=site, kind="maas_api_key").bound_to(site)

@@ -83,3 +83,18 @@ def test_swagger_ui_and_redoc_load_their_assets_locally(api: APIClient, page: st
     asset = html.split('src="', 1)[1].split('"', 1)[0] if 'src="' in html else ""
     assert asset.startswith("/static/drf_spectacular_sidecar/")
     assert APIClient().get(asset).status_code == 200
+
+
+@pytest.mark.parametrize(("group", "code"), [(None, 403), ("maascp-read", 200)])
+def test_the_schema_needs_the_read_role_not_just_staff(group: str | None, code: int) -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from tests.support.tokens import bearer_token
+
+    user = get_user_model().objects.create_user(f"staff-{code}", is_staff=True)
+    if group:
+        user.groups.add(Group.objects.get(name=group))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer_token(user, scope='read')}")
+    assert client.get("/api/v1/schema/").status_code == code

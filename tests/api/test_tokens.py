@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
+from maas_domain.errors import InvalidInput
 from maas_domain.models import ApiToken, AuditLog
 
 pytestmark = pytest.mark.django_db
@@ -70,3 +72,53 @@ def test_a_read_scoped_token_of_an_admin_sees_only_its_users_tokens(admin_user: 
     admin = APIClient()
     admin.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer_token(admin_user, scope='admin')}")
     assert "theirs" in {row["name"] for row in admin.get(URL).json()["results"]}
+
+
+def bearer(raw: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+def minted(client: APIClient, **body: object) -> Any:
+    return client.post(URL, {"name": "child", **body}, format="json")
+
+
+def test_a_token_cannot_mint_a_wider_or_longer_lived_token(admin_user: Any) -> None:
+    """A 1-day admin token created a 365-day one; a read token an admin one."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from maas_domain.services.tokens import api_token_create
+
+    _, short = api_token_create(
+        actor=None, user=admin_user, name="1d", scope="admin", expires_in=timedelta(days=1)
+    )
+    longer = minted(bearer(short), scope="admin", expires_in_days=365)
+    assert longer.status_code == 400 and "expires_in" in longer.json()["fields"]
+    clamped = minted(bearer(short), scope="operate")  # no expiry asked: the parent's at most
+    assert clamped.status_code == 201, clamped.content
+    made = ApiToken.objects.get(pk=clamped.json()["id"])
+    assert made.expires_at <= timezone.now() + timedelta(days=1)
+    assert ApiToken.objects.filter(name="child").count() == 1
+    # only admin-scoped tokens reach POST /tokens; the service holds any parent to its scope
+    operate, _ = api_token_create(actor=None, user=admin_user, name="o", scope="operate")
+    with pytest.raises(InvalidInput) as refused:
+        api_token_create(actor=admin_user, user=admin_user, name="w", scope="admin", parent=operate)
+    assert "scope" in refused.value.extra["fields"]
+
+
+def test_children_die_with_their_parent(admin_user: object, api: APIClient) -> None:
+    from maas_domain.services.tokens import api_token_create
+
+    parent, raw = api_token_create(actor=None, user=admin_user, name="p", scope="admin")
+    child = minted(bearer(raw), scope="admin").json()
+    grandchild = minted(bearer(child["token"]), scope="read").json()
+    assert bearer(grandchild["token"]).get("/api/v1/admin/skus").status_code == 200
+    revoked = api.post(f"{URL}/{parent.pk}/revoke", {"reason": "leaked"}, format="json")
+    assert revoked.status_code == 200
+    for raw_token in (raw, child["token"], grandchild["token"]):
+        assert bearer(raw_token).get("/api/v1/admin/skus").status_code == 401
+    row = AuditLog.objects.filter(action="api_token.revoke").latest("id")
+    assert sorted(row.after["revoked_children"]) == sorted([child["id"], grandchild["id"]])

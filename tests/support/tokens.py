@@ -23,6 +23,6 @@ def bearer_token(user: Any, *, scope: str = "admin", name: str = "test") -> str:
         prefix=raw[:12],
         key_hash=hash_token(raw),
         scope=scope,
-        expires_at=timezone.now() + timedelta(days=1),
+        expires_at=timezone.now() + timedelta(days=365),
     )
     return raw
