@@ -67,4 +67,5 @@ def test_a_free_node_needs_no_force(api: APIClient) -> None:
     wf, allocation = held_onboarding("failed")
     allocation.release()
     allocation.save()
-    assert api.post(f"/api/v1/admin/onboardings/{wf.pk}/retry", {}, format="json").status_code == 202
+    retried = api.post(f"/api/v1/admin/onboardings/{wf.pk}/retry", {}, format="json")
+    assert retried.status_code == 202
