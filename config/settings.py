@@ -45,6 +45,8 @@ SECRET_KEY = env.string("SECRET_KEY", required=PRODUCTION) or (
     "" if PRODUCTION else _generated("django-secret-key", secrets.token_urlsafe(50))
 )
 DEBUG = env.flag("DEBUG", default=False)
+if PRODUCTION and DEBUG:  # tracebacks with settings and local values in every error page
+    env.errors.append("MAASCP_DEBUG may not be true in production mode")
 ALLOWED_HOSTS = env.items(
     "ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]"]
 )
@@ -230,6 +232,7 @@ NODE_REQUESTS_PER_MINUTE = env.integer("NODE_REQUESTS_PER_MINUTE", 600, minimum=
 NODE_REFUSALS_PER_MINUTE = env.integer("NODE_REFUSALS_PER_MINUTE", 20, minimum=1)
 NODE_REFUSAL_EVENTS = env.integer("NODE_REFUSAL_EVENTS", 10, minimum=1)
 ADMIN_LOGIN_FAILURES = env.integer("ADMIN_LOGIN_FAILURES", 5, minimum=1)
+ADMIN_LOGIN_FAILURES_PER_ADDRESS = env.integer("ADMIN_LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
 # Serve the node-facing routes only on their own listener (config/wsgi_node.py): the main one
 # (API + admin) then has none of them, so node networks need reach only the node listener.
 SEPARATE_NODE_LISTENER = env.flag("SEPARATE_NODE_LISTENER", default=False)
@@ -395,6 +398,17 @@ if not PRODUCTION:
 
 SESSION_COOKIE_SECURE = env.flag("SECURE_COOKIES", default=PRODUCTION)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Behind a TLS-terminating proxy (docs/operations.md): trust its X-Forwarded-Proto, tell
+# browsers to use https only, and send plain-http visitors there.
+TLS_TERMINATED = env.flag("TLS_TERMINATED", default=False)
+if TLS_TERMINATED:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^health/", r"^api/v1/node/"]  # probes and nodes on the inside
+    SECURE_HSTS_SECONDS = env.integer("HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = False
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
 
 CSRF_FAILURE_VIEW = "maas_domain.api.exceptions.csrf_failure"
 REST_FRAMEWORK = {

@@ -17,6 +17,7 @@ the caller gets ``MaasTransient(maybe_applied=...)`` and must read the machine b
 from __future__ import annotations
 
 import base64
+import functools
 import gc
 import json
 import logging
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
@@ -34,7 +35,7 @@ from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
 from requests_oauthlib import OAuth1
 
 from maas_client import types
-from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify
+from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify, excerpt
 from maas_client.stats import STATS, CallStats
 
 log = logging.getLogger("maas.client")
@@ -112,6 +113,44 @@ def _b(value: bool) -> str:
 Observer = Callable[[str, str, str, int | None, float], None]
 
 
+# What reading an answer of an unexpected shape raises (a missing key, a string where a list
+# was due, HTML where JSON was, a number out of range): each becomes one MaasServerError.
+_SHAPE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError)
+T = TypeVar("T")
+
+
+def _reading_answers(cls: type[T]) -> type[T]:
+    """Every public method of the client: an answer MAAS 3.5 would not send (not JSON, or JSON
+    of another shape) is a ``MaasServerError`` naming the operation, never a stray exception a
+    caller (a probe, a stage, an API view) would answer with a 500."""
+    for name, method in list(vars(cls).items()):
+        if name.startswith("_") or not callable(method) or name in ("close",):
+            continue
+        setattr(cls, name, _checked(name, method))
+    return cls
+
+
+def _checked(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except MaasError:
+            raise
+        except _SHAPE_ERRORS as exc:
+            tb = exc.__traceback__
+            if tb is not None and tb.tb_next is None:
+                raise  # the call itself was wrong (its arguments): a bug, not MAAS's answer
+            raise MaasServerError(
+                f"MAAS's answer to {name} is not what MAAS sends "
+                f"({type(exc).__name__}: {excerpt(str(exc), 120)})",
+                operation=name,
+            ) from exc
+
+    return call
+
+
+@_reading_answers
 class MaasClient:
     """``target_problem(host, port)`` names why an address must not be called (a metadata
     address, docs/security.md) before the first connection; ``maas_domain/site_client.py``

@@ -1,9 +1,11 @@
 """The admin site: Django's, with the login throttled after repeated failures and user, group
 and periodic-task changes audited (docs/security.md).
 
-After ``MAASCP_ADMIN_LOGIN_FAILURES`` failed logins from one address, or for one user name,
-within 15 minutes, the login page answers 429 (with ``Retry-After``) to every attempt from that
-address or for that name until the window ends, the right password included.
+After ``MAASCP_ADMIN_LOGIN_FAILURES`` failed logins for one user name from one address within
+15 minutes, that address may not try that name again until the window ends (429 with
+``Retry-After``, the right password included); after ``MAASCP_ADMIN_LOGIN_FAILURES_PER_ADDRESS``
+failures from one address, whatever the names, the address may not try any. A user name is never
+locked as such: failures from somewhere else do not keep its owner out.
 """
 
 from __future__ import annotations
@@ -22,15 +24,20 @@ from maas_domain.observability import metrics
 WINDOW = 15 * 60
 
 
-def _idents(request: HttpRequest, username: str) -> list[str]:
-    return [f"addr-{throttling.client_address(request)}", f"user-{username.lower()[:150]}"]
+def _limits(request: HttpRequest, username: str) -> list[tuple[str, int]]:
+    """(counter, its limit): the (address, user name) pair, and the address alone."""
+    address = throttling.client_address(request)
+    return [
+        (f"pair-{address}-{username.lower()[:150]}", settings.ADMIN_LOGIN_FAILURES),
+        (f"addr-{address}", settings.ADMIN_LOGIN_FAILURES_PER_ADDRESS),
+    ]
 
 
 @receiver(user_login_failed)
 def _count_failure(sender: Any, credentials: dict[str, Any], request: Any = None, **_: Any) -> None:
     if request is None:
         return
-    for ident in _idents(request, str(credentials.get("username", ""))):
+    for ident, _limit in _limits(request, str(credentials.get("username", ""))):
         throttling.count("admin_login", ident, period=WINDOW)
 
 
@@ -40,10 +47,9 @@ class ControlPlaneAdminSite(admin.AdminSite):
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         if request.method == "POST":
             username = str(request.POST.get("username", ""))
-            limit = settings.ADMIN_LOGIN_FAILURES
             if any(
-                throttling.peek("admin_login", i, period=WINDOW) >= limit
-                for i in _idents(request, username)
+                throttling.peek("admin_login", ident, period=WINDOW) >= limit
+                for ident, limit in _limits(request, username)
             ):
                 metrics.throttled("admin_login")
                 return HttpResponse(

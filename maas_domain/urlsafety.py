@@ -50,8 +50,12 @@ METADATA_NETWORKS = tuple(
         "fe80::/10",  # IPv6 link-local
         "fd00:ec2::254/128",  # AWS IPv6 metadata
         "100.100.100.200/32",  # Alibaba Cloud metadata
+        "192.0.0.192/32",  # Oracle Cloud metadata (IPv4 special-purpose block)
+        "168.63.129.16/32",  # Azure WireServer (platform agent and DHCP/DNS host)
     )
 )
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the IPv4 address in the low 32 bits
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
 
 
 class UrlRefused(ValueError):
@@ -79,15 +83,33 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries, in any form a host or a translator would
+    reach it by: IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64
+    (64:ff9b::a.b.c.d), 6to4 (2002:aabb:ccdd::/48), Teredo (the client address, inverted)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if ip in NAT64 or (ip in IPV4_COMPATIBLE and int(ip) > 1):  # not :: or ::1
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def address_problem(address: str) -> str | None:
-    """Why an IP address is refused as a target (link-local or a metadata service), or None."""
+    """Why an IP address is refused as a target (link-local or a metadata service, also when
+    an IPv6 address carries one), or None."""
     ip = _ip(address)
     if ip is None:
         return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if any(ip in net for net in METADATA_NETWORKS if net.version == ip.version):
-        return f"{address} is a link-local or cloud metadata address"
+    candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
+    if isinstance(ip, ipaddress.IPv6Address) and (inner := embedded_ipv4(ip)) is not None:
+        candidates.append(inner)
+    for candidate in candidates:
+        if any(candidate in net for net in METADATA_NETWORKS if net.version == candidate.version):
+            return f"{address} is a link-local or cloud metadata address"
     return None
 
 

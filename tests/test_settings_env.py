@@ -156,3 +156,34 @@ def test_loki_and_metrics_settings_are_checked(tmp_path: Path) -> None:
     )
     assert good.returncode == 0, good.stderr
     assert (tmp_path / "metrics").is_dir()
+
+
+def test_production_refuses_debug(tmp_path: Path) -> None:
+    result = run_check({"MAASCP_ENV": "production", "MAASCP_DEBUG": "true"}, tmp_path)
+    assert result.returncode != 0
+    assert "MAASCP_DEBUG may not be true in production mode" in result.stderr
+    assert run_check({"MAASCP_DEBUG": "true"}, tmp_path).returncode == 0  # embedded: allowed
+
+
+def settings_of(env: dict[str, str], tmp_path: Path, *names: str) -> list[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MAASCP_")}
+    clean.update({"MAASCP_DATA_DIR": str(tmp_path), **env})
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
+        "django.setup(); from django.conf import settings as s; "
+        f"print(*[repr(getattr(s, n, None)) for n in {list(names)!r}], sep='|')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split("|")
+
+
+def test_behind_a_tls_proxy_hsts_and_the_forwarded_scheme_are_on(tmp_path: Path) -> None:
+    names = ("SECURE_PROXY_SSL_HEADER", "SECURE_HSTS_SECONDS", "SECURE_SSL_REDIRECT",
+             "SESSION_COOKIE_SECURE")  # fmt: skip
+    on = settings_of({"MAASCP_TLS_TERMINATED": "true"}, tmp_path, *names)
+    assert on == ["('HTTP_X_FORWARDED_PROTO', 'https')", "31536000", "True", "True"]
+    off = settings_of({}, tmp_path, *names)
+    assert off == ["None", "0", "False", "False"]

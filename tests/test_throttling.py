@@ -157,9 +157,34 @@ def test_admin_login_is_throttled_after_repeated_failures(settings: Any) -> None
         assert page.status_code == 200  # the form again, with an error
     locked = client.post("/admin/login/", {"username": "ops", "password": "right-pass-123"})
     assert locked.status_code == 429 and "Retry-After" in locked
-    # the user name is locked from anywhere, and the address for any user name
+    # another address is not locked out of the name (anyone could lock an admin out, renewably)
     other = Client(REMOTE_ADDR="10.0.4.2")
-    assert other.post("/admin/login/", {"username": "ops", "password": "x"}).status_code == 429
+    assert (
+        other.post("/admin/login/", {"username": "ops", "password": "right-pass-123"}).status_code
+        == 302
+    )
+
+
+def test_one_address_trying_many_names_is_capped(settings: Any) -> None:
+    settings.ADMIN_LOGIN_FAILURES = 3
+    settings.ADMIN_LOGIN_FAILURES_PER_ADDRESS = 5
+    get_user_model().objects.create_user("ops2", password="right-pass-123", is_staff=True)
+    client = Client(REMOTE_ADDR="10.0.4.9")
+    codes = [
+        client.post("/admin/login/", {"username": f"u{i}", "password": "x"}).status_code
+        for i in range(7)
+    ]
+    assert codes[:5] == [200] * 5 and codes[5:] == [429, 429]
+    assert (
+        client.post("/admin/login/", {"username": "ops2", "password": "right-pass-123"}).status_code
+        == 429
+    )
+    assert (
+        Client(REMOTE_ADDR="10.0.4.10")
+        .post("/admin/login/", {"username": "ops2", "password": "right-pass-123"})
+        .status_code
+        == 302
+    )
 
 
 def test_the_limits_hold_in_the_shared_redis_cache(settings: Any) -> None:

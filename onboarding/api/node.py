@@ -199,7 +199,7 @@ def node_health(request: Request) -> Response:
 
 
 @extend_schema(exclude=True)  # a shell script, not part of the JSON API
-@node_route(["GET"])
+@node_route(["GET", "HEAD"])
 def agent_script(request: Request, version: str) -> HttpResponse:
     if version != settings.NODE_AGENT_VERSION:
         return HttpResponse("unknown agent version\n", status=404, content_type="text/plain")
