@@ -357,7 +357,7 @@ class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
         ],
     )
     def timeline(self, request: Request, pk: str) -> Response:
-        """Newest first; ``?maas_events=true`` merges the machine's MAAS events in."""
+        """Oldest first; ``?maas_events=true`` merges the machine's MAAS events in."""
         node = self.get_object()
         with_maas = flag(request, "maas_events")
         rows = node_reads.timeline(node)
@@ -366,7 +366,8 @@ class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
         offset = paginator.get_offset(request)
         status_: dict[str, Any] = {"requested": False, "available": False, "detail": ""}
         if with_maas:
-            maas_rows, status_ = node_reads.maas_events(node, limit=min(offset + limit, 1000))
+            # the same (latest) MAAS events for every page, so pages of the merge line up
+            maas_rows, status_ = node_reads.maas_events(node, limit=node_reads.MAAS_EVENTS_MERGED)
             db_rows = [node_reads.as_entry(r) for r in rows[: offset + limit]]
             page = node_reads.merged(db_rows, maas_rows)[offset : offset + limit]
             paginator.count = rows.count() + len(maas_rows)
