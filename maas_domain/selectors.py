@@ -58,6 +58,22 @@ def node_workflows(node: Node) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return [r for r in rows if r["state"] in OPEN_STATES], rows[:RECENT_WORKFLOWS]
 
 
+def every_workflow(node: Node, *, limit: int = 500) -> list[dict[str, Any]]:
+    """Every workflow of the node, of every kind (a reimage's child included), newest first
+    (at most ``limit`` per kind): one query per kind. Each row names its kind and the model
+    it lives in, so a page can link to it without importing the app."""
+    rows: list[dict[str, Any]] = []
+    for name, kind in sorted(KINDS.items()):
+        for row in (
+            kind.model.objects.filter(node_id=node.pk)
+            .order_by("-id")
+            .values(*WORKFLOW_FIELDS, "maas_system_id")[:limit]
+        ):
+            rows.append({"kind": name, "model": kind.model, **row})
+    rows.sort(key=lambda r: r["created_at"], reverse=True)
+    return rows
+
+
 def active_allocations(node: Node) -> QuerySet[Allocation]:
     return node.allocations.filter(state="active").order_by("id")
 

@@ -90,10 +90,10 @@ def test_readme_journeys_as_written_end_with_succeeded_onboardings(tmp_path: Pat
         curl = replaced(curl, "TOKEN=mcp_...", f"TOKEN={token.group(1)}")
         curl = replaced(curl, "127.0.0.1:8000", f"127.0.0.1:{port}")
         curl = replaced(curl, "127.0.0.1:5240", f"127.0.0.1:{maas_port}")
-        said = run(curl, tmp_path, shell_env).split("\n")
-        assert said[:2] == ["200", "healthy"], said  # credentials stored, probe healthy
-        assert said[2] == "succeeded", said  # the onboarding of c07u32
-        [node] = json.loads(said[3])["results"]
+        printed = run(curl, tmp_path, shell_env).split("\n")
+        assert printed[:2] == ["200", "healthy"], printed  # credentials stored, probe healthy
+        assert printed[2] == "succeeded", printed  # the onboarding of c07u32
+        [node] = json.loads(printed[3])["results"]
         assert (node["hostname"], node["state"], node["site_name"]) == (
             "c07u32",
             "active",

@@ -125,7 +125,7 @@ def test_a_site_made_as_readme_says_gets_the_deployments_node_url_and_ca(
     and CA (embedded: the stack's own), shown on the site, put in the first-boot payload, and
     the preflight's trust check passes (it used to fail there: "no CA material")."""
     from onboarding import payload
-    from onboarding.stages.preflight import trust_problems as preflight_trust
+    from maas_domain.nodetrust import trust_problems
     from tests.factories import make_onboarding
 
     settings.NODE_API_URL = "http://127.0.0.1:18100"
@@ -140,7 +140,7 @@ def test_a_site_made_as_readme_says_gets_the_deployments_node_url_and_ca(
     wf = make_onboarding(site, hostname="c07u31")
     fb = payload.first_boot(wf, site.effective_policy(), payload.Tokens("x" * 43, "y" * 43))
     assert fb.ca_pem == settings.NODE_CA_PEM.strip() and fb.node_api_url.endswith(":18100")
-    assert preflight_trust(site) == {}
+    assert trust_problems(site) == {}  # what the preflight stage checks
     # the site's own values win, and say so
     own = api.patch(
         f"{URL}/{site.pk}",
