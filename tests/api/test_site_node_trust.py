@@ -124,8 +124,8 @@ def test_a_site_made_as_readme_says_gets_the_deployments_node_url_and_ca(
     """README's curl sends a name and a MAAS URL only: its nodes get the deployment's node URL
     and CA (embedded: the stack's own), shown on the site, put in the first-boot payload, and
     the preflight's trust check passes (it used to fail there: "no CA material")."""
-    from onboarding import payload
     from maas_domain.nodetrust import trust_problems
+    from onboarding import payload
     from tests.factories import make_onboarding
 
     settings.NODE_API_URL = "http://127.0.0.1:18100"
