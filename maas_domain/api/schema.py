@@ -128,7 +128,7 @@ class AutoSchema(BaseAutoSchema):
     def plans_itself(self) -> bool:
         return getattr(self.view, "action", None) in getattr(self.view, "dry_run_plans", ())
 
-    def get_description(self) -> str:
+    def get_description(self) -> str:  # type: ignore[override]  # as drf-spectacular
         """Only what ``extend_schema(description=...)`` gives: a docstring is for developers."""
         return NODE_OPERATIONS.get(self.get_operation_id(), ("", ""))[1]
 
