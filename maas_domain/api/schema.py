@@ -148,10 +148,15 @@ class AutoSchema(BaseAutoSchema):
     def _map_serializer(
         self, serializer: Any, direction: Any, bypass_extensions: bool = False
     ) -> dict[str, Any]:
-        """Request bodies refuse unknown fields (a 400 naming each): say so."""
+        """Request bodies refuse unknown fields (a 400 naming each): say so. A component is
+        described by its own serializer's docstring only, never one inherited from a mixin
+        (StrictMixin's is about our code, not the body)."""
         schema: dict[str, Any] = super()._map_serializer(  # type: ignore[no-untyped-call]
             serializer, direction, bypass_extensions
         )
+        cls = serializer if isinstance(serializer, type) else type(serializer)
+        if not cls.__dict__.get("__doc__"):
+            schema.pop("description", None)
         if direction == "request" and schema.get("type") == "object":
             schema["additionalProperties"] = False
         return schema
