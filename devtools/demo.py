@@ -23,7 +23,9 @@ def demo_ca_pem() -> str:
     return self_signed_ca("maascp demo CA")
 
 
-def demo_site_ensure(*, actor: audit.Actor, maas_url: str, api_key: str) -> dict[str, Any]:
+def demo_site_ensure(
+    *, actor: audit.Actor, maas_url: str, api_key: str, ca_bundle_pem: str = ""
+) -> dict[str, Any]:
     """Create (once) the demo site, profile and SKU, refresh its credentials, probe it. The
     site follows the simulator's URL (``--maas-port``) and has no node API URL or CA of its
     own: the deployment's (``MAASCP_NODE_API_URL``, which ``run_embedded`` sets from ``--port``,
@@ -41,6 +43,7 @@ def demo_site_ensure(*, actor: audit.Actor, maas_url: str, api_key: str) -> dict
                 "description": "Bundled MAAS simulator (embedded mode)",
                 "maas_url": maas_url,
                 "pxe_subnet": "10.20.0.0/16",
+                "ca_bundle_pem": ca_bundle_pem,  # empty: the deployment's
                 "policy": {"erase_mode": "quick", "deploy_retry_limit": 1},
             },
         )
