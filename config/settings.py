@@ -154,6 +154,10 @@ RECONCILE_STUCK_GRACE_SECONDS = env.integer("RECONCILE_STUCK_GRACE_SECONDS", 60,
 RETENTION_IDEMPOTENCY_HOURS = env.integer("RETENTION_IDEMPOTENCY_HOURS", 24, minimum=0)
 RETENTION_OUTBOX_DAYS = env.integer("RETENTION_OUTBOX_DAYS", 7, minimum=0)
 RETENTION_RECONCILE_RUN_DAYS = env.integer("RETENTION_RECONCILE_RUN_DAYS", 30, minimum=0)
+# History: archived to ARCHIVE_DIR as JSON lines, then pruned (docs/operations.md, "Retention").
+RETENTION_TIMELINE_DAYS = env.integer("RETENTION_TIMELINE_DAYS", 180, minimum=0)
+RETENTION_AUDIT_DAYS = env.integer("RETENTION_AUDIT_DAYS", 400, minimum=0)
+ARCHIVE_DIR = Path(env.string("ARCHIVE_DIR", str(DATA_DIR / "archive")) or "archive").resolve()
 CELERY_BEAT_SCHEDULE = {
     "workflow-sweep": {"task": "workflow.sweep", "schedule": float(WORKFLOW_SWEEP_SECONDS)},
     "events-publish": {"task": "events.publish", "schedule": 5.0},

@@ -1,24 +1,29 @@
-"""Export a workflow's timeline as JSON lines, to archive it outside the database.
+"""A workflow's timeline as JSON lines, to archive it outside the database.
 
-Timelines are history and stay in the database (retention never prunes them; docs/operations.md,
-"Retention"). *Archived* means: a self-contained copy, one file per workflow, that an operator
-keeps in long-term storage (object store, ticket, audit evidence) independently of database
-backups. The first line describes the workflow, each following line is one timeline event,
-oldest first. Nothing here holds a secret: timelines never contain secret values.
+*Archived* means: a self-contained copy, one file per workflow, that an operator keeps in
+long-term storage (object store, ticket, audit evidence) independently of database backups. The
+first line describes the workflow, each following line is one timeline event, oldest first.
+``manage.py export_timelines`` writes them on demand; the retention task writes them under
+``MAASCP_ARCHIVE_DIR`` before it prunes the timeline of a workflow closed longer than
+``MAASCP_RETENTION_TIMELINE_DAYS`` (``prune_timelines``; docs/operations.md, "Retention and
+archives"). Nothing here holds a secret: timelines never contain secret values.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
+import logging
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.core.serializers.json import DjangoJSONEncoder
-
+from maas_domain.archive import archive_dir, dumps, write_jsonl
+from maas_domain.retention import delete_in_batches
+from maas_domain.work import OPEN_STATES
+from workflows.kinds import KINDS
 from workflows.models import COMMON_FIELDS
+
+log = logging.getLogger("workflows.archive")
 
 FORMAT = "maascp.timeline/1"
 
@@ -33,9 +38,9 @@ def timeline_lines(kind: str, wf: Any) -> Iterator[str]:
         "hostname": wf.hostname,
         **{name: getattr(wf, name) for name in COMMON_FIELDS},
     }
-    yield json.dumps(head, cls=DjangoJSONEncoder, sort_keys=True)
+    yield dumps(head)
     for event in wf.events.order_by("at", "id").iterator(chunk_size=2000):
-        yield json.dumps(
+        yield dumps(
             {
                 "record": "event",
                 "id": event.pk,
@@ -46,23 +51,46 @@ def timeline_lines(kind: str, wf: Any) -> Iterator[str]:
                 "message": event.message,
                 "data": event.data,
                 "actor": event.actor_name,
-            },
-            cls=DjangoJSONEncoder,
-            sort_keys=True,
+            }
         )
 
 
-def write_timeline(kind: str, wf: Any, directory: Path) -> Path:
-    """Write ``<kind>-<id>.jsonl`` in ``directory`` atomically (a reader never sees half a file;
-    a re-run replaces it with the same or a longer timeline)."""
-    target = directory / f"{kind}-{wf.pk}.jsonl"
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for line in timeline_lines(kind, wf):
-                out.write(line + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+def write_timeline(kind: str, wf: Any, directory: Path, name: str = "") -> Path:
+    """Write ``<kind>-<id>.jsonl`` (or ``name``) in ``directory`` atomically (a reader never
+    sees half a file; a re-run replaces it with the same or a longer timeline)."""
+    return write_jsonl(directory / (name or f"{kind}-{wf.pk}.jsonl"), timeline_lines(kind, wf))
+
+
+WORKFLOWS_PER_PASS = 200
+
+
+def prune_timelines(cutoff: datetime) -> int:
+    """Archive, then delete, the timeline of every workflow (any kind) closed before
+    ``cutoff``; the workflow rows stay. Returns the events deleted. A workflow's archive is
+    ``timelines/<kind>/<kind>-<id>.<last event id>.jsonl``: a workflow reopened and closed again
+    later gets a second file, never a replaced one. A file that cannot be written stops the
+    pass before anything of that workflow is deleted."""
+    deleted = 0
+    for kind in KINDS.values():
+        parent = kind.event_parent
+        events = kind.event_model._default_manager
+        closed = {f"{parent}__finished_at__lt": cutoff}
+        out = archive_dir("timelines", kind.name)
+        while True:
+            ids = list(
+                events.filter(**closed)
+                .exclude(**{f"{parent}__state__in": OPEN_STATES})
+                .order_by()
+                .values_list(f"{parent}_id", flat=True)
+                .distinct()[:WORKFLOWS_PER_PASS]
+            )
+            if not ids:
+                break
+            for wf in kind.model.objects.select_related("site").filter(pk__in=ids):
+                rows = events.filter(**{parent: wf})
+                last = rows.order_by("-pk").values_list("pk", flat=True).first()
+                write_timeline(kind.name, wf, out, f"{kind.name}-{wf.pk}.{last}.jsonl")
+                deleted += delete_in_batches(rows.filter(pk__lte=last or 0))
+    if deleted:
+        log.info("archived and pruned closed workflows' timelines", extra={"events": deleted})
+    return deleted
