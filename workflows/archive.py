@@ -11,6 +11,7 @@ archives"). Nothing here holds a secret: timelines never contain secret values.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from datetime import datetime
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from maas_domain.archive import archive_dir, dumps, write_jsonl
+from maas_domain.observability import loki
 from maas_domain.retention import delete_in_batches
 from maas_domain.work import OPEN_STATES
 from workflows.kinds import KINDS
@@ -53,6 +55,50 @@ def timeline_lines(kind: str, wf: Any) -> Iterator[str]:
                 "actor": event.actor_name,
             }
         )
+
+
+def correlation(kind: str, wf: Any) -> dict[str, Any]:
+    """What operators correlate a workflow's entries by (docs/observability.md): site,
+    onboarding or decommission id, node, MAAS system id, hostname, correlation id."""
+    return {
+        "site": wf.site.name,
+        "site_id": wf.site_id,
+        f"{kind}_id": wf.pk,
+        "node_id": wf.node_id,
+        "maas_system_id": wf.maas_system_id,
+        "hostname": wf.hostname,
+        "correlation_id": wf.correlation_id,
+    }
+
+
+def loki_entries(
+    kind: str,
+    wf: Any,
+    maas_events: list[dict[str, Any]] | None = None,
+    *,
+    labels: dict[str, str] | None = None,
+) -> list[loki.Entry]:
+    """The workflow's timeline (and, given, the MAAS events of its machine as diagnostics
+    reported them) as Loki entries: labels only for what takes few values (``app``,
+    ``source`` = timeline or maas, ``workflow_kind``, ``site_id``), the correlation fields as
+    structured metadata on every line, the line itself the archive's JSON record."""
+    fields = correlation(kind, wf)
+    metadata = loki.structured_metadata(fields)
+    base = {"app": "maascp", **(labels or {}), "workflow_kind": kind, "site_id": str(wf.site_id)}
+    entries: list[loki.Entry] = []
+    for line in list(timeline_lines(kind, wf))[1:]:
+        record = json.loads(line)
+        at = datetime.fromisoformat(record["at"])
+        entries.append(({**base, "source": "timeline"}, _ns(at), line, metadata))
+    for event in maas_events or []:
+        at = datetime.fromisoformat(event["created"])
+        line = dumps({"record": "maas_event", **event, **fields})
+        entries.append(({**base, "source": "maas"}, _ns(at), line, metadata))
+    return entries
+
+
+def _ns(at: datetime) -> str:
+    return str(int(at.timestamp() * 1_000_000) * 1000)
 
 
 def write_timeline(kind: str, wf: Any, directory: Path, name: str = "") -> Path:
