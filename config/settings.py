@@ -156,6 +156,10 @@ RECONCILE_STUCK_GRACE_SECONDS = env.integer("RECONCILE_STUCK_GRACE_SECONDS", 60,
 RETENTION_IDEMPOTENCY_HOURS = env.integer("RETENTION_IDEMPOTENCY_HOURS", 24, minimum=0)
 RETENTION_OUTBOX_DAYS = env.integer("RETENTION_OUTBOX_DAYS", 7, minimum=0)
 RETENTION_RECONCILE_RUN_DAYS = env.integer("RETENTION_RECONCILE_RUN_DAYS", 30, minimum=0)
+# History: archived to ARCHIVE_DIR as JSON lines, then pruned (docs/operations.md, "Retention").
+RETENTION_TIMELINE_DAYS = env.integer("RETENTION_TIMELINE_DAYS", 180, minimum=0)
+RETENTION_AUDIT_DAYS = env.integer("RETENTION_AUDIT_DAYS", 400, minimum=0)
+ARCHIVE_DIR = Path(env.string("ARCHIVE_DIR", str(DATA_DIR / "archive")) or "archive").resolve()
 CELERY_BEAT_SCHEDULE = {
     "workflow-sweep": {"task": "workflow.sweep", "schedule": float(WORKFLOW_SWEEP_SECONDS)},
     "events-publish": {"task": "events.publish", "schedule": 5.0},
@@ -202,7 +206,11 @@ SECRETS_CACHE_SECONDS = env.integer("SECRETS_CACHE_SECONDS", 300, minimum=0)
 
 # --- node-facing side ---------------------------------------------------------------------------
 # The control plane as nodes reach it (enrollment, agent bootstrap); a site may override it.
-NODE_API_URL = env.url("NODE_API_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
+# Required in production: the default is only right for the embedded stack on this machine.
+NODE_API_URL = (
+    env.url("NODE_API_URL", None, schemes=("http", "https"), required=PRODUCTION)
+    or "http://127.0.0.1:8000"
+)
 NODE_AGENT_VERSION = env.string("NODE_AGENT_VERSION", "1.4.2") or "1.4.2"
 if not re.fullmatch(r"[A-Za-z0-9._+-]{1,64}", NODE_AGENT_VERSION):
     env.errors.append("MAASCP_NODE_AGENT_VERSION must be 1-64 characters of [A-Za-z0-9._+-]")
@@ -212,6 +220,33 @@ try:
     _urlsafety.split(NODE_API_URL)
 except ValueError as _exc:
     env.errors.append(f"MAASCP_NODE_API_URL is not usable in a first-boot payload: {_exc}")
+# The CA certificates nodes trust to reach NODE_API_URL (the CA that signed its TLS
+# certificate), for every site without its own ``ca_bundle_pem`` (docs/settings.md, "Node
+# trust"). Embedded: the stack's own CA, generated into the data folder; production: a PEM file,
+# or none (then every site must bring its own, and is refused without one).
+from maas_domain import pki as _pki  # noqa: E402 (certificate parsing only, no models)
+
+_node_ca_file = env.string("NODE_CA_FILE")
+NODE_CA_PEM = ""
+if _node_ca_file:
+    try:
+        NODE_CA_PEM = Path(_node_ca_file).read_text()
+    except OSError as _exc:
+        env.errors.append(f"MAASCP_NODE_CA_FILE cannot be read: {_exc.strerror}")
+    else:
+        if _bad_ca := _pki.ca_bundle_error(NODE_CA_PEM) or (
+            "" if NODE_CA_PEM.strip() else "the file is empty"
+        ):
+            env.errors.append(f"MAASCP_NODE_CA_FILE: {_bad_ca}")
+            NODE_CA_PEM = ""
+elif not PRODUCTION:
+    _ca_path = DATA_DIR / "node-ca.pem"
+    if not _ca_path.exists() or _pki.ca_bundle_error(_ca_path.read_text()):
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        _ca_tmp = _ca_path.with_name(f".node-ca.{os.getpid()}")  # processes may race here
+        _ca_tmp.write_text(_pki.self_signed_ca("maascp embedded node CA", days=3650))
+        os.replace(_ca_tmp, _ca_path)
+    NODE_CA_PEM = _ca_path.read_text()
 # Hosts nodes may fetch first-boot content from (the site bootstrap bundle, the node-agent
 # bootstrap), for sites without their own list; the NODE_API_URL host is always allowed.
 # Entries: host names, addresses or *.domain (docs/security.md).

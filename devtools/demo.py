@@ -3,16 +3,11 @@ credentials, and a probe. Idempotent, so ``make run`` can call it on every start
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from maas_domain import audit
 from maas_domain.models import MaasSite, SiteProfile, Sku
+from maas_domain.pki import self_signed_ca
 from maas_domain.services.credentials import site_credentials_write
 from maas_domain.services.probe import site_probe
 from maas_domain.services.sites import profile_create, site_create
@@ -24,29 +19,18 @@ DEMO_SITE = "demo"
 
 
 def demo_ca_pem() -> str:
-    """A throwaway self-signed CA for the demo's node trust material."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "maascp demo CA")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
+    """A throwaway self-signed CA (tests and benchmarks give their sites one of their own)."""
+    return self_signed_ca("maascp demo CA")
 
 
-def demo_site_ensure(*, actor: audit.Actor, maas_url: str, api_key: str) -> dict[str, Any]:
+def demo_site_ensure(
+    *, actor: audit.Actor, maas_url: str, api_key: str, ca_bundle_pem: str = ""
+) -> dict[str, Any]:
     """Create (once) the demo site, profile and SKU, refresh its credentials, probe it. The
-    site follows the simulator's URL (``--maas-port``) and has no node API URL of its own:
-    the deployment's (``MAASCP_NODE_API_URL``, which ``run_embedded`` sets from ``--port``)
-    applies to it as to every site created afterwards."""
+    site follows the simulator's URL (``--maas-port``) and has no node API URL or CA of its
+    own: the deployment's (``MAASCP_NODE_API_URL``, which ``run_embedded`` sets from ``--port``,
+    and the stack's own CA, ``MAASCP_NODE_CA_FILE``) apply to it as to every site created
+    afterwards (docs/settings.md, "Node trust")."""
     Sku.objects.get_or_create(
         code="gpu-8x-h100", defaults={"name": "8x H100 SXM5", "gpu_model": "H100", "gpu_count": 8}
     )
@@ -59,7 +43,7 @@ def demo_site_ensure(*, actor: audit.Actor, maas_url: str, api_key: str) -> dict
                 "description": "Bundled MAAS simulator (embedded mode)",
                 "maas_url": maas_url,
                 "pxe_subnet": "10.20.0.0/16",
-                "ca_bundle_pem": demo_ca_pem(),
+                "ca_bundle_pem": ca_bundle_pem,  # empty: the deployment's
                 "policy": {"erase_mode": "quick", "deploy_retry_limit": 1},
             },
         )

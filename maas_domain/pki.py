@@ -8,11 +8,13 @@ it again before a node is touched.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 MAX_BUNDLE_BYTES = 256 * 1024
 MAX_CERTIFICATES = 50
@@ -75,3 +77,24 @@ def describe_ca_bundle(pem: str) -> list[dict[str, Any]]:
         }
         for cert in certs
     ]
+
+
+def self_signed_ca(common_name: str, *, days: int = 365) -> str:
+    """A new self-signed CA certificate as PEM (its key is thrown away): the embedded stack's
+    own node CA (config/settings.py) and the demo's. Nothing can be signed with it; it exists so
+    that a site made the documented way has CA material (docs/settings.md, "Node trust")."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode()

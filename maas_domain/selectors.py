@@ -23,6 +23,7 @@ from maas_domain.work import KINDS, OPEN_STATES
 WORKFLOW_FIELDS = ("id", "state", "stage", "attempt", "failure_class", "reason", "created_at",
                    "finished_at")  # fmt: skip
 RECENT_WORKFLOWS = 10
+MAAS_EVENTS_MERGED = 1000  # the machine's latest MAAS events merged into its timeline
 TIMELINE_COLUMNS = ("at", "source", "kind", "workflow_kind", "workflow_id", "stage", "attempt",
                     "message", "actor_name", "data")  # fmt: skip
 
@@ -57,13 +58,30 @@ def node_workflows(node: Node) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return [r for r in rows if r["state"] in OPEN_STATES], rows[:RECENT_WORKFLOWS]
 
 
+def every_workflow(node: Node, *, limit: int = 500) -> list[dict[str, Any]]:
+    """Every workflow of the node, of every kind (a reimage's child included), newest first
+    (at most ``limit`` per kind): one query per kind. Each row names its kind and the model
+    it lives in, so a page can link to it without importing the app."""
+    rows: list[dict[str, Any]] = []
+    for name, kind in sorted(KINDS.items()):
+        for row in (
+            kind.model.objects.filter(node_id=node.pk)
+            .order_by("-id")
+            .values(*WORKFLOW_FIELDS, "maas_system_id")[:limit]
+        ):
+            rows.append({"kind": name, "model": kind.model, **row})
+    rows.sort(key=lambda r: r["created_at"], reverse=True)
+    return rows
+
+
 def active_allocations(node: Node) -> QuerySet[Allocation]:
     return node.allocations.filter(state="active").order_by("id")
 
 
 def timeline(node: Node) -> QuerySet[Any]:
     """Every workflow event of the node (all kinds, a reimage's child included) and the
-    operator actions on it and its allocations, as one query (a UNION), newest first."""
+    operator actions on it and its allocations, as one query (a UNION), oldest first like
+    every timeline (docs/api.md, "Timelines"): by time, then by row id within a source."""
     parts: list[QuerySet[Any]] = []
     for name, kind in sorted(KINDS.items()):
         parent = kind.event_parent
@@ -81,6 +99,7 @@ def timeline(node: Node) -> QuerySet[Any]:
                 t_message=F("message"),
                 t_actor=F("actor_name"),
                 t_data=F("data"),
+                t_id=F("id"),
             )
         )
     allocations = [str(pk) for pk in node.allocations.values_list("id", flat=True)]
@@ -100,10 +119,11 @@ def timeline(node: Node) -> QuerySet[Any]:
             t_message=F("reason"),
             t_actor=F("actor_name"),
             t_data=F("after"),
+            t_id=F("id"),
         )
     )
     first, *rest = parts
-    return first.union(*rest, all=True).order_by("-t_at")
+    return first.union(*rest, all=True).order_by("t_at", "t_source", "t_id")
 
 
 def _columns(rows: QuerySet[Any], **columns: Any) -> QuerySet[Any]:
@@ -112,12 +132,13 @@ def _columns(rows: QuerySet[Any], **columns: Any) -> QuerySet[Any]:
 
 
 def as_entry(row: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip(TIMELINE_COLUMNS, row, strict=True))
+    """A timeline row as the API shows it (the ordering id left out)."""
+    return dict(zip(TIMELINE_COLUMNS, row[: len(TIMELINE_COLUMNS)], strict=True))
 
 
 def maas_events(node: Node, limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The machine's latest MAAS events as timeline entries, and how the fetch went. A MAAS or
-    secrets problem is reported in the status, never raised."""
+    """The machine's latest ``limit`` MAAS events as timeline entries, oldest first, and how
+    the fetch went. A MAAS or secrets problem is reported in the status, never raised."""
     if not node.maas_system_id:
         return [], {"requested": True, "available": False, "detail": "no MAAS machine"}
     try:
@@ -144,17 +165,17 @@ def maas_events(node: Node, limit: int) -> tuple[list[dict[str, Any]], dict[str,
             "actor_name": "",
             "data": {"maas_event_id": e.id, "level": e.level},
         }
-        for e in page.events
+        for e in reversed(page.events)  # MAAS answers newest first
     ]
     return entries, {"requested": True, "available": True, "detail": "",
                      "fetched": len(entries)}  # fmt: skip
 
 
 def merged(db_rows: list[dict[str, Any]], maas_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Newest first across both sources."""
+    """Oldest first across both sources (a stable sort: each source keeps its own order)."""
 
     def key(row: dict[str, Any]) -> datetime:
         at: datetime = row["at"]
         return at
 
-    return sorted(db_rows + maas_rows, key=key, reverse=True)
+    return sorted(db_rows + maas_rows, key=key)

@@ -308,7 +308,7 @@ def events_query(sim: Simulator, req: Request) -> Any:
         prev_uri = uri(before=after + 1) if after is not None else None
     return {
         "count": len(chosen),
-        "events": [event_json(e) for e in chosen],
+        "events": [event_json(e, sim.clock.wall) for e in chosen],
         "next_uri": next_uri,
         "prev_uri": prev_uri,
     }

@@ -31,6 +31,13 @@ class Clock:
     def advance(self, seconds: float) -> None:
         self._offset += seconds
 
+    def wall(self, t: float) -> float:
+        """The real moment the simulated time ``t`` was reached: what the simulator reports as
+        an event's time, since a real MAAS stamps events with its own clock, which runs at real
+        speed (a scaled stamp would look minutes in the future). Jumps made since ``t`` count as
+        if made before it; never later than now."""
+        return min(self._sim0 + (t - self._sim0 - self._offset) / self.scale, time.time())
+
 
 class Scheduler(Generic[T]):
     """Steps due at a time, for a machine and the operation that scheduled them: popped in

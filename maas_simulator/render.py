@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any
@@ -310,14 +311,15 @@ def user_json(u: User) -> dict[str, Any]:
     }
 
 
-def event_json(ev: Event) -> dict[str, Any]:
+def event_json(ev: Event, wall: Callable[[float], float]) -> dict[str, Any]:
+    """An event as MAAS shows it, stamped in real time (``Clock.wall``)."""
     return {
         "username": ev.username or "unknown",  # Event.owner
         "node": ev.system_id,
         "hostname": ev.hostname,
         "id": ev.id,
         "level": ev.level,
-        "created": event_time(ev.created),
+        "created": event_time(wall(ev.created)),
         "type": ev.type,
         "description": ev.description,
     }

@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString
 from maas_domain.access import Action, ActionAdmin, allowed
 from maas_domain.diagnostics import machine_diagnostics
 from maas_domain.errors import DomainError
+from maas_domain.humanize import STATE_COLOURS, state_badge
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus, SiteStatus
 from maas_domain.validators import hostname_error, ipv4_error
@@ -25,7 +26,7 @@ from maas_domain.work import WorkflowState
 from onboarding import batches, services
 from onboarding.api.views import batch_summary
 from onboarding.models import Onboarding, OnboardingBatch
-from workflows.admin import STATE_COLOURS, WorkflowAdmin, state_badge
+from workflows.admin import WorkflowAdmin
 
 
 def _checked(check: Any) -> Any:
@@ -102,6 +103,7 @@ _COUNTED = (
     WorkflowState.FAILED,
     WorkflowState.PENDING,
     WorkflowState.MANUAL_INTERVENTION,
+    WorkflowState.CANCELLED,
 )
 
 
@@ -131,7 +133,15 @@ class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
     def progress(self, batch: Any) -> SafeString:
         done, failed = batch.n_succeeded, batch.n_failed
         queued, manual = batch.n_pending, batch.n_manual_intervention
-        active = batch.size - done - failed - queued - manual
+        cancelled = batch.n_cancelled
+        active = batch.size - done - failed - queued - manual - cancelled
+        if active <= 0 and not queued and not manual:
+            return format_html(
+                "finished: {} succeeded, {} failed{}",
+                done,
+                failed,
+                f", {cancelled} cancelled" if cancelled else "",
+            )
         return format_html(
             "{} succeeded, {} failed, {} in progress, {} queued{}",
             done,
@@ -214,6 +224,7 @@ class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
             raise Http404("No such batch.")
         summary = batch_summary(found)
         counts = summary["counts"]
+        finished = bool(summary["finished"])
         order = [s for s in WorkflowState.values if counts.get(s)]
         bars = [
             (s, counts[s], STATE_COLOURS.get(s, "#999"), 100.0 * counts[s] / max(found.size, 1))
@@ -235,8 +246,10 @@ class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
                 {**row, "url": reverse("admin:onboarding_onboarding_change", args=[row["id"]])}
                 for row in summary["failed"]
             ],
-            "can_resume": self._can_act(request, "resume"),
-            "can_cancel": self._can_act(request, "cancel"),
+            "finished": finished,
+            # a finished batch has nothing to resume or cancel: no button offers it
+            "can_resume": not finished and self._can_act(request, "resume"),
+            "can_cancel": not finished and self._can_act(request, "cancel"),
             "all_url": f"{onboardings}?batch__id__exact={found.pk}",
             "failed_url": f"{onboardings}?batch__id__exact={found.pk}&state__exact=failed",
         }

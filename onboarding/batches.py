@@ -14,7 +14,7 @@ from maas_domain import audit, context
 from maas_domain.errors import Conflict, InvalidInput, NotFound
 from maas_domain.models import MaasSite, Node, NodeState
 from maas_domain.validators import hostname_error, ipv4_error
-from maas_domain.work import WorkflowState, open_workflows
+from maas_domain.work import OPEN_STATES, WorkflowState, open_workflows
 from onboarding import budget
 from onboarding.models import BatchState, Onboarding, OnboardingBatch
 from onboarding.services import (
@@ -233,6 +233,8 @@ def batch_cancel(*, actor: audit.Actor, batch_id: int, reason: str = "") -> dict
         batch = _batch_for_update(batch_id)
         if batch.state == BatchState.CANCELLED:
             raise Conflict(f"batch {batch.pk} is already cancelled.")
+        if not Onboarding.objects.filter(batch=batch, state__in=OPEN_STATES).exists():
+            raise Conflict(f"batch {batch.pk} has finished: every onboarding of it ended.")
         before = {"state": batch.state}
         batch.cancel()
         batch.save(update_fields=["state"])

@@ -18,6 +18,7 @@ from django.conf import settings
 
 from maas_domain import urlsafety
 from maas_domain.models import RoceAssignment
+from maas_domain.nodetrust import node_trust
 from maas_domain.policy import Policy
 from maas_domain.secrets import SecretNotFound, get_backend
 from maas_domain.urlsafety import UrlRules
@@ -75,7 +76,7 @@ def read_tokens(wf: Onboarding) -> Tokens | None:
 
 
 def node_api_url(site: Any) -> str:
-    return str(site.node_api_url or settings.NODE_API_URL).rstrip("/")
+    return node_trust(site).node_api_url
 
 
 def agent_script_url(site: Any) -> str:
@@ -118,7 +119,7 @@ def first_boot(wf: Onboarding, policy: Policy, tokens: Tokens) -> cloudconfig.Fi
         enrollment_token=tokens.enrollment,
         bootstrap_token=tokens.bootstrap,
         bundle=bundle,
-        ca_pem=site.ca_bundle_pem.replace("\r\n", "\n").strip(),  # a browser form sends CRLF
+        ca_pem=node_trust(site).ca_bundle_pem,  # the site's own, else the deployment's
         roce=tuple((str(i), str(c)) for i, c in roce),
     )
 

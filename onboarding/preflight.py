@@ -10,6 +10,7 @@ from typing import Any
 from maas_client.errors import MaasError
 from maas_domain.models import MaasSite, Node, NodeState
 from maas_domain.models.sites import ProfileStatus
+from maas_domain.nodetrust import trust_problems, trust_summary
 from maas_domain.secrets import SecretsError
 from maas_domain.services.guardrails import guard_problems, site_problems
 from maas_domain.site_client import client_for_site
@@ -81,6 +82,11 @@ def onboarding_preflight(
             if node is None or node.state in (NodeState.REGISTERED, NodeState.PROVISIONING)
             else [f"node {hostname} is {node.state} (use a reimage decommission)"],
             "no node row yet" if node is None else f"node {hostname} is {node.state}",
+        ),
+        check(
+            "node_trust",
+            [f"{field}: {r}" for field, rs in trust_problems(site).items() for r in rs],
+            trust_summary(site),
         ),
         check(
             "host_approved_and_confirmed",

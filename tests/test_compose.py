@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from django.conf import settings
@@ -149,3 +150,94 @@ def test_documented_secrets_server_procedure_on_the_real_server(tmp_path: Path) 
     finally:
         server.kill()
         server.wait(timeout=10)
+
+
+def _spec() -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return spec
+
+
+def test_every_service_that_keeps_running_has_a_health_check() -> None:
+    """One-shots (`restart: "no"`: migrate, the sim profile's demo) end; everything else says
+    whether it is healthy, so `depends_on: service_healthy` and `docker compose ps` mean it."""
+    for name, service in _spec()["services"].items():
+        if service.get("restart") == "no":
+            continue
+        check = service.get("healthcheck")
+        assert check and check["test"][0] == "CMD", f"{name} has no health check"
+
+
+def test_profiles_run_the_simulator_end_to_end_and_the_monitoring() -> None:
+    services = _spec()["services"]
+    by_profile: dict[str, set[str]] = {}
+    for name, service in services.items():
+        for profile in service.get("profiles", []):
+            by_profile.setdefault(profile, set()).add(name)
+    assert by_profile == {"sim": {"maas-sim", "sim-demo"}, "monitoring": {"prometheus", "grafana"}}
+    demo = services["sim-demo"]
+    assert demo["command"][:3] == ["python", "manage.py", "sim_demo"]
+    assert {"api", "node-api", "worker", "beat", "maas-sim"} <= set(demo["depends_on"])
+    # what the profiles mount exists in the checkout
+    for service in ("maas-sim", "sim-demo", "prometheus", "grafana"):
+        for volume in services[service].get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (COMPOSE.parent / source).exists(), (service, source)
+    assert (
+        "./docs/prometheus/alerts.yml:/etc/prometheus/rules/alerts.yml:ro"
+        in (services["prometheus"]["volumes"])
+    )
+
+
+def test_the_file_is_valid_for_a_real_compose_implementation(tmp_path: Path) -> None:
+    """`docker-compose config` (Debian's package, scripts/ensure-compose; it needs no daemon)
+    parses, merges and validates the file with every profile."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.skip("docker-compose missing: scripts/ensure-compose could not install it")
+    done = subprocess.run(
+        [binary, "-f", str(COMPOSE), "--profile", "sim", "--profile", "monitoring", "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    merged = yaml.safe_load(done.stdout)
+    assert merged["services"]["api"]["healthcheck"]["test"][0] == "CMD"
+    assert set(merged["services"]) >= {"maas-sim", "sim-demo", "prometheus", "grafana"}
+
+
+def test_prometheus_of_the_monitoring_profile_loads_the_shipped_rules(tmp_path: Path) -> None:
+    """promtool checks deploy/prometheus/prometheus.yml with the paths the container mounts
+    moved into the checkout: the scrape jobs parse and docs/prometheus/alerts.yml loads."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool missing: scripts/ensure-prometheus could not install it")
+    config = (COMPOSE.parent / "deploy" / "prometheus" / "prometheus.yml").read_text()
+    (tmp_path / "maascp-token").write_text("mcp_example\n")
+    for old, new in {
+        "/etc/prometheus/rules/alerts.yml": str(COMPOSE.parent / "docs/prometheus/alerts.yml"),
+        "/etc/prometheus/maascp/maascp-token": str(tmp_path / "maascp-token"),
+    }.items():
+        assert old in config, old
+        config = config.replace(old, new)
+    (tmp_path / "prometheus.yml").write_text(config)
+    done = subprocess.run(
+        [promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout and "rules found" in done.stdout

@@ -1,6 +1,7 @@
 """Retention: the hourly beat task prunes expired idempotency answers, published outbox events
-and old finished reconcile runs at the ages the settings say (0 keeps forever); timelines are
-never pruned but export per workflow as JSON lines."""
+and old finished reconcile runs at the ages the settings say (0 keeps forever); history (the
+timelines of closed workflows, old audit rows) is archived as JSON lines first, then pruned;
+timelines also export per workflow on demand."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def test_each_kind_is_pruned_after_its_age_and_kept_up_to_it(settings: Any) -> N
         "idempotency_records": 2,
         "outbox_published": 1,
         "reconcile_runs": 2,
+        "audit_log": 0,
+        "workflow_timelines": 0,
     }
     assert set(IdempotencyRecord.objects.values_list("pk", flat=True)) == {at_the_age, fresh}
     assert expired not in IdempotencyRecord.objects.values_list("pk", flat=True)
@@ -92,14 +95,16 @@ def test_each_kind_is_pruned_after_its_age_and_kept_up_to_it(settings: Any) -> N
     assert not ReconcileRun.objects.filter(pk__in=old_runs).exists()
     # a second pass finds nothing more
     assert retention.prune(now=NOW) == dict.fromkeys(
-        ("idempotency_records", "outbox_published", "reconcile_runs"), 0
-    )
+        ("idempotency_records", "outbox_published", "reconcile_runs", "audit_log",
+         "workflow_timelines"), 0
+    )  # fmt: skip
 
 
 def test_an_age_of_zero_keeps_that_kind_forever(settings: Any) -> None:
     settings.RETENTION_OUTBOX_DAYS = 0
     settings.RETENTION_IDEMPOTENCY_HOURS = 1
     settings.RETENTION_RECONCILE_RUN_DAYS = 0
+    settings.RETENTION_AUDIT_DAYS = settings.RETENTION_TIMELINE_DAYS = 0
     ancient = outbox(timedelta(days=3650))
     site = make_site()
     runs = [run(site, "succeeded", timedelta(days=3650)) for _ in range(3)]
@@ -144,7 +149,15 @@ def test_retention_ages_are_read_from_the_environment(tmp_path: Path) -> None:
         "MAASCP_RETENTION_IDEMPOTENCY_HOURS",
         "MAASCP_RETENTION_OUTBOX_DAYS",
         "MAASCP_RETENTION_RECONCILE_RUN_DAYS",
+        "MAASCP_RETENTION_TIMELINE_DAYS",
+        "MAASCP_RETENTION_AUDIT_DAYS",
+        "MAASCP_ARCHIVE_DIR",
     } <= django_settings.KNOWN_ENV_VARS
+    # history is pruned by default too, after it is archived (docs/settings.md)
+    assert (django_settings.RETENTION_TIMELINE_DAYS, django_settings.RETENTION_AUDIT_DAYS) == (
+        180,
+        400,
+    )
 
 
 # -- timelines: kept, exported per workflow -------------------------------------------------------
@@ -222,3 +235,87 @@ def test_export_refuses_bad_arguments_and_writes_nothing(
     with pytest.raises(CommandError, match=message.replace("[", r"\[").replace("]", r"\]")):
         call_command("export_timelines", *args, "--out-dir", str(out))
     assert not out.exists() or not any(out.iterdir())
+
+
+# -- history: archived, then pruned -----------------------------------------------------------
+
+
+def _archive(root: Path, *parts: str) -> list[dict[str, Any]]:
+    [path] = sorted((root.joinpath(*parts)).glob("*.jsonl"))
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_closed_workflows_timelines_are_archived_then_pruned(settings: Any, tmp_path: Path) -> None:
+    settings.ARCHIVE_DIR = tmp_path
+    settings.RETENTION_TIMELINE_DAYS = 180
+    day = timedelta(days=1)
+    site = make_site(name="rack-9")
+    old = make_onboarding(site, hostname="c07u31", state="succeeded", finished_at=NOW - 181 * day)
+    at_age = make_onboarding(site, state="failed", finished_at=NOW - 180 * day)
+    open_long = make_onboarding(site, state="running")  # open: its timeline stays, however old
+    for wf in (old, at_age, open_long):
+        _events(wf, "preflight checks passed", "deployed")
+    OnboardingEvent.objects.filter(onboarding=open_long).update(at=NOW - 400 * day)
+
+    assert retention.prune(now=NOW)["workflow_timelines"] == 2
+    assert not old.events.exists() and at_age.events.count() == open_long.events.count() == 2
+    head, *events = _archive(tmp_path, "timelines", "onboarding")
+    assert (head["record"], head["id"], head["site"], head["hostname"]) == (
+        "workflow", old.pk, "rack-9", "c07u31",
+    )  # fmt: skip
+    assert [e["message"] for e in events] == ["preflight checks passed", "deployed"]
+    assert type(old).objects.filter(pk=old.pk).exists()  # the workflow row stays
+
+    # reopened, then closed again long ago: a second file, the first one kept
+    _events(old, "retried")
+    retention.prune(now=NOW)
+    files = sorted(p.name for p in (tmp_path / "timelines" / "onboarding").iterdir())
+    assert len(files) == 2 and all(f.startswith(f"onboarding-{old.pk}.") for f in files)
+
+
+def test_old_audit_rows_are_archived_then_pruned(settings: Any, tmp_path: Path) -> None:
+    from maas_domain.models import AuditLog
+
+    settings.ARCHIVE_DIR = tmp_path
+    settings.RETENTION_AUDIT_DAYS = 400
+    rows = [
+        AuditLog.objects.create(
+            actor_name="ops", action="maas_site.update", target_type="maas_domain.maassite",
+            target_id="1", before={"a": 1}, after={"a": 2}, reason=f"r{i}", correlation_id="c",
+        )
+        for i in range(3)
+    ]  # fmt: skip
+    AuditLog.objects.filter(pk__in=[rows[0].pk, rows[1].pk]).update(
+        created_at=NOW - timedelta(days=401)
+    )
+    assert retention.prune(now=NOW)["audit_log"] == 2
+    assert list(AuditLog.objects.values_list("pk", flat=True)) == [rows[2].pk]
+    day = (NOW - timedelta(days=401)).date().isoformat()
+    archived = _archive(tmp_path, "audit", day)
+    assert [(r["id"], r["reason"], r["after"]) for r in archived] == [
+        (rows[0].pk, "r0", {"a": 2}),
+        (rows[1].pk, "r1", {"a": 2}),
+    ]
+    assert {r["format"] for r in archived} == {"maascp.audit/1"}
+
+
+def test_history_is_never_pruned_when_its_archive_cannot_be_written(
+    settings: Any, tmp_path: Path
+) -> None:
+    from maas_domain.models import AuditLog
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the archive folder should be")
+    settings.ARCHIVE_DIR = blocked
+    settings.RETENTION_IDEMPOTENCY_HOURS = 1
+    wf = make_onboarding(make_site(), state="succeeded", finished_at=NOW - timedelta(days=999))
+    _events(wf, "x")
+    row = AuditLog.objects.create(actor_name="ops", action="a", target_type="t", target_id="1")
+    AuditLog.objects.filter(pk=row.pk).update(created_at=NOW - timedelta(days=999))
+    expired = idempotency(timedelta(hours=2))
+    pruned = retention.prune(now=NOW)
+    assert (pruned["audit_log"], pruned["workflow_timelines"]) == (0, 0)
+    assert wf.events.count() == 1 and AuditLog.objects.filter(pk=row.pk).exists()
+    # the other kinds were still pruned
+    assert pruned["idempotency_records"] == 1
+    assert not IdempotencyRecord.objects.filter(pk=expired).exists()

@@ -34,6 +34,20 @@ def test_embedded_defaults_need_nothing(tmp_path: Path) -> None:
     # the embedded mode generated its keys into the data folder, private to the owner
     for name in ("django-secret-key", "secrets.key"):
         assert (tmp_path / name).stat().st_mode & 0o077 == 0
+    # and its own CA, which sites without one give their nodes (docs/settings.md, "Node trust")
+    from maas_domain.pki import parse_ca_bundle
+
+    [ca] = parse_ca_bundle((tmp_path / "node-ca.pem").read_text())
+    assert ca.subject.rfc4514_string() == "CN=maascp embedded node CA"
+
+
+def test_a_node_ca_file_that_is_not_a_ca_bundle_is_refused_at_start(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    result = run_check({"MAASCP_NODE_CA_FILE": str(tmp_path / "ca.pem")}, tmp_path)
+    assert result.returncode != 0
+    assert "MAASCP_NODE_CA_FILE: Not PEM" in result.stderr
+    missing = run_check({"MAASCP_NODE_CA_FILE": str(tmp_path / "nope.pem")}, tmp_path)
+    assert "MAASCP_NODE_CA_FILE cannot be read" in missing.stderr
 
 
 def test_production_lists_every_missing_setting_at_once(tmp_path: Path) -> None:
@@ -45,6 +59,7 @@ def test_production_lists_every_missing_setting_at_once(tmp_path: Path) -> None:
         "MAASCP_DATABASE_URL",
         "MAASCP_BROKER_URL",
         "MAASCP_VAULT_ADDR",
+        "MAASCP_NODE_API_URL",  # 127.0.0.1 is right only for the embedded stack
     ):
         assert name in result.stderr
 
@@ -82,6 +97,7 @@ def test_production_with_everything_set_starts(tmp_path: Path) -> None:
             "MAASCP_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/maascp",
             "MAASCP_BROKER_URL": "redis://127.0.0.1:6379/0",
             "MAASCP_SECRETS_KEY": Fernet.generate_key().decode(),
+            "MAASCP_NODE_API_URL": "https://cp.example.test:8001",
         },
         tmp_path,
     )

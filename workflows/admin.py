@@ -33,7 +33,7 @@ from django.utils.safestring import SafeString
 
 from maas_domain.access import Action, ActionAdmin, allowed
 from maas_domain.errors import Conflict, DomainError
-from maas_domain.humanize import humanize_age
+from maas_domain.humanize import event_category, humanize_age, state_badge
 from maas_domain.work import OPEN_STATES, WorkflowState
 from workflows import verbs
 from workflows.kinds import KINDS, WorkflowKind
@@ -41,16 +41,6 @@ from workflows.models import COMMON_FIELDS, Workflow
 
 W = WorkflowState
 
-STATE_COLOURS: dict[str, str] = {
-    W.PENDING: "#6c757d",
-    W.RUNNING: "#0b5ed7",
-    W.WAITING: "#6f42c1",
-    W.SUCCEEDED: "#198754",
-    W.FAILED: "#dc3545",
-    W.CANCELLING: "#c25e00",
-    W.CANCELLED: "#495057",
-    W.MANUAL_INTERVENTION: "#b02a37",
-}
 # Destructive verbs go through a confirmation page showing the dry-run plan and asking why.
 MAX_BULK = 500
 
@@ -70,29 +60,6 @@ class Operation:
 
 
 TIMELINE_LIMIT = 1000
-
-
-def state_badge(state: str, label: str = "") -> SafeString:
-    return format_html(
-        '<span class="wf-badge wf-badge-{}" style="background:{};color:#fff;border-radius:4px;'
-        'padding:2px 8px;font-weight:600;white-space:nowrap">{}</span>',
-        state,
-        STATE_COLOURS.get(state, "#6c757d"),
-        (label or state).replace("_", " "),
-    )
-
-
-def event_category(kind: str) -> str:
-    """Timeline colouring: stage boundaries, retry decisions, MAAS, operator, the rest."""
-    if kind.startswith("operator."):
-        return "operator"
-    if kind.startswith("retry.") or kind.endswith(".retry") or "retry" in kind:
-        return "retry"
-    if kind.startswith("maas."):
-        return "maas"
-    if kind.startswith("stage.") or kind.startswith("workflow."):
-        return "stage"
-    return "other"
 
 
 # -- list filters (no query per render over the workflow table, except failure classes) ----------
@@ -315,10 +282,12 @@ class WorkflowAdmin(ActionAdmin[Any]):
         return humanize_age(timezone.now() - wf.stage_started_at)
 
     @admin.display(description="why")
-    def problem(self, wf: Workflow) -> str:
+    def problem(self, wf: Workflow) -> SafeString | str:
+        """The whole reason, wrapped in its column (never cut: the end of a reason is often
+        the part that says what to do)."""
         if wf.failure_class or wf.reason:
             text = f"{wf.failure_class}: {wf.reason}" if wf.failure_class else wf.reason
-            return text[:140]
+            return format_html('<span class="wf-why-cell">{}</span>', text)
         if wf.state == W.WAITING and wf.wait_system_id:
             return f"waiting on MAAS {wf.wait_system_id}"
         return ""

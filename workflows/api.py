@@ -185,13 +185,32 @@ def verb_schema(kind: str, answer: type[serializers.Serializer[Any]]) -> Callabl
         responses={202: answer, 200: DryRunSerializer},
         parameters=VERB_PARAMS,
         examples=VERB_EXAMPLES,
-        description="One of the seven recovery verbs (docs/api.md, 'Recovery verbs').",
+        summary=f"Apply a recovery verb to {_a(kind)}",
+        description=(
+            f"Retry, resume, rerun, restart-clean, cancel, adopt or mark-manual-intervention "
+            f'this {kind} (docs/api.md, "Recovery verbs"): 202 with the workflow after the '
+            "move, or 409 with the verbs allowed now. With `dry_run=true`: the plan (the stage "
+            "it continues at, the MAAS calls it may make), nothing changed."
+        ),
     )
+
+
+def _a(kind: str) -> str:
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def detail_schema(kind: str, detail: type[serializers.Serializer[Any]]) -> Callable[[F], F]:
     return extend_schema(
-        operation_id=f"{kind}s_read", responses={200: detail}, parameters=[DIAGNOSTICS_PARAM]
+        operation_id=f"{kind}s_read",
+        responses={200: detail},
+        parameters=[DIAGNOSTICS_PARAM],
+        summary=f"Read {_a(kind)}",
+        description=(
+            f"One {kind} with the recovery verbs allowed now, its latest timeline entries "
+            "(oldest first; every one at its `/timeline`) and MAAS diagnostics: cached by "
+            "default with their age, fetched now with `diagnostics=refresh`, left out with "
+            "`diagnostics=false`."
+        ),
     )
 
 
@@ -200,6 +219,11 @@ def timeline_schema(kind: str) -> Callable[[F], F]:
         operation_id=f"{kind}s_timeline",
         responses={200: TimelineEventSerializer(many=True)},
         filters=False,  # a page of one workflow's entries: the list's filters do not apply
+        summary=f"Read {_a(kind)}'s timeline",
+        description=(
+            f"Every timeline entry of the {kind}, oldest first, a page at a time (docs/api.md, "
+            '"Timelines").'
+        ),
     )
 
 

@@ -39,7 +39,16 @@ class DecommissionFilter(workflows.WorkflowFilter):
         fields = ["site", "node", "mode", "state", "stage", "hostname"]
 
 
-@extend_schema_view(list=extend_schema(operation_id="decommissions_list"))
+@extend_schema_view(
+    list=extend_schema(
+        operation_id="decommissions_list",
+        summary="List decommissions",
+        description=(
+            "Decommission workflows (reimage, full, storage cleanup), newest first. Filter by "
+            "site, state, stage, mode or a hostname substring."
+        ),
+    )
+)
 @extend_schema(tags=["decommissions"])
 class DecommissionViewSet(
     workflows.WorkflowActions, mixins.ListModelMixin, viewsets.GenericViewSet[Decommission]
@@ -67,6 +76,13 @@ class DecommissionViewSet(
 
     @extend_schema(
         operation_id="nodes_decommission",
+        summary="Decommission a node",
+        description=(
+            "Take a node out of service: `reimage` (erase and redeploy through the onboarding "
+            "stages) or `full` (erase and delete from MAAS; needs `confirm: true`). Refused "
+            "(409) while allocations are active unless `force_release` (audited). With "
+            "`dry_run=true`: what it would change, nothing changed."
+        ),
         tags=["nodes"],
         request=DecommissionStartSerializer,
         responses={202: DecommissionSerializer},
@@ -78,6 +94,11 @@ class DecommissionViewSet(
 
     @extend_schema(
         operation_id="nodes_storage_cleanup",
+        summary="Clean a node's storage",
+        description=(
+            "Erase the node's disks and return the machine to Ready in MAAS, keeping it (the "
+            "`storage_cleanup` decommission mode)."
+        ),
         tags=["nodes"],
         request=StorageCleanupSerializer,
         responses={202: DecommissionSerializer},

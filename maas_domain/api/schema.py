@@ -1,8 +1,14 @@
 """The OpenAPI document (drf-spectacular): what every operation shares.
 
+- Every operation has a summary and a description written for the API's users, given with
+  ``extend_schema(summary=..., description=...)`` beside the view; view docstrings are notes for
+  developers and never reach the document (``get_description``).
 - Every operation documents the one error body (``Error``, maas_domain/api/exceptions.py) for the
   statuses it can answer with: 400, 401, 403, 404, 414 and 429 everywhere; 409, 413, 415, 422
-  and 503 on writes.
+  and 503 on writes. 429 and 503 declare their ``Retry-After`` header.
+- Row ids in paths are integers (the routes take 1-18 digits: maas_domain/api/urls.py).
+- Request bodies declare ``additionalProperties: false``: an unknown field is a 400 naming it,
+  never ignored (docs/architecture.md, "Rules that keep it readable").
 - The bearer token (``Authorization: Bearer mcp_…``) is the ``bearerAuth`` scheme.
 - Only the API is described: the admin pages and the node agent's shell script are not.
 
@@ -22,16 +28,21 @@ from rest_framework import serializers
 READ_ERRORS = ("400", "401", "403", "404", "414", "429")
 WRITE_ERRORS = (*READ_ERRORS, "409", "413", "415", "422", "503")
 DESCRIPTIONS = {
-    "400": "Invalid input: `fields` names each bad field, `rows` each bad row.",
+    "400": "Invalid input: `fields` names each bad field (an unknown one says `Unknown field.`), "
+    "`rows` each bad row; or a query parameter the operation does not take.",
     "401": "No or bad credentials.",
     "403": "Authenticated but not an administrator.",
     "404": "No such resource.",
-    "409": "Conflicts with the current state (`revision_mismatch`: a stale If-Match).",
+    "409": "Conflicts with the current state, which the body describes: `revision_mismatch` (a "
+    "stale If-Match; `current_revision`), `conflict` (the state does not allow it, e.g. "
+    "`current_state` and `allowed_verbs`, or another open workflow holds the host: "
+    "`open_workflows`).",
     "413": "The body is larger than the limit (docs/security.md).",
     "414": 'The path and query string are longer than 4096 bytes (docs/api.md, "Limits").',
     "415": "The body is not JSON.",
     "422": "The Idempotency-Key was used with another body.",
-    "429": "Too many requests: wait Retry-After seconds.",
+    "429": 'Too many requests for this token, user or address (docs/api.md, "Limits"): wait '
+    "Retry-After seconds and send it again.",
     "503": "A dependency (secrets backend, MAAS) is unavailable; nothing changed.",
 }
 
@@ -64,6 +75,41 @@ def error_component_hook(result: dict[str, Any], **kwargs: Any) -> dict[str, Any
     return result
 
 
+RETRY_AFTER = {
+    "Retry-After": {
+        "schema": {"type": "integer", "minimum": 1},
+        "description": "Seconds to wait before trying again.",
+    }
+}
+# A row id in a path: maas_domain/api/urls.py ``id_group`` takes 1-18 digits.
+PATH_ID = {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}
+ID_GROUP = "[0-9]{1,18})"
+
+
+# The node-facing operations' summaries (and node_health's description): their views
+# (onboarding/api/node.py) are being reworked, so these wait here until they move into that
+# file's extend_schema calls like every other operation's.
+NODE_OPERATIONS: dict[str, tuple[str | None, str]] = {
+    "node_health": (
+        "Node-facing health check",
+        "Answers 200 while the node listener serves: the first-boot scripts call it before "
+        "enrolling. No token; nothing but the check's status.",
+    ),
+    "node_enroll": ("Enroll a node agent", ""),
+    "node_report": (
+        "Report a first-boot step",
+        "Called by the first-boot scripts on the node, with the attempt's bootstrap token: the "
+        "site bundle's outcome or the node agent's start. A failure reported here fails the "
+        "onboarding with that part as its class.",
+    ),
+    "node_checkin": (
+        "Check in a node agent",
+        "Called by a running node agent with its bootstrap token: nothing to do, or, for a "
+        "node of an earlier attempt that was not redeployed, the current attempt's tokens.",
+    ),
+}
+
+
 DRY_RUN = OpenApiParameter(
     "dry_run",
     bool,
@@ -81,6 +127,39 @@ class AutoSchema(BaseAutoSchema):
 
     def plans_itself(self) -> bool:
         return getattr(self.view, "action", None) in getattr(self.view, "dry_run_plans", ())
+
+    def get_description(self) -> str:  # type: ignore[override]  # as drf-spectacular
+        """Only what ``extend_schema(description=...)`` gives: a docstring is for developers."""
+        return NODE_OPERATIONS.get(self.get_operation_id(), ("", ""))[1]
+
+    def get_summary(self) -> str | None:
+        return NODE_OPERATIONS.get(self.get_operation_id(), (None, ""))[0]
+
+    def _resolve_path_parameters(self, variables: Any) -> list[dict[str, Any]]:
+        """A path variable matched by an id group (``{id}`` is the route's ``pk``) is an
+        integer, whatever drf-spectacular guesses from the view."""
+        params: list[dict[str, Any]] = super()._resolve_path_parameters(variables)  # type: ignore[no-untyped-call]
+        for param in params:
+            group = "pk" if param["name"] == "id" else param["name"]
+            if f"(?P<{group}>{ID_GROUP}" in self.path_regex:
+                param["schema"] = dict(PATH_ID)
+        return params
+
+    def _map_serializer(
+        self, serializer: Any, direction: Any, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        """Request bodies refuse unknown fields (a 400 naming each): say so. A component is
+        described by its own serializer's docstring only, never one inherited from a mixin
+        (StrictMixin's is about our code, not the body)."""
+        schema: dict[str, Any] = super()._map_serializer(  # type: ignore[no-untyped-call]
+            serializer, direction, bypass_extensions
+        )
+        cls = serializer if isinstance(serializer, type) else type(serializer)
+        if not cls.__dict__.get("__doc__"):
+            schema.pop("description", None)
+        if direction == "request" and schema.get("type") == "object":
+            schema["additionalProperties"] = False
+        return schema
 
     def get_override_parameters(self) -> list[Any]:
         params = list(super().get_override_parameters())
@@ -102,6 +181,8 @@ class AutoSchema(BaseAutoSchema):
                     ErrorSerializer, code, direction=direction
                 )
                 response["description"] = DESCRIPTIONS[code]
+                if code in ("429", "503"):
+                    response["headers"] = RETRY_AFTER
                 responses[code] = response
         return responses
 

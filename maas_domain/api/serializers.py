@@ -20,6 +20,7 @@ from maas_domain.models import (
     Sku,
     TokenScope,
 )
+from maas_domain.nodetrust import node_trust, trust_problems
 from maas_domain.pki import MAX_BUNDLE_BYTES, describe_ca_bundle
 from maas_domain.policy import policy_sources, resolve_policy
 from maas_domain.validators import (
@@ -101,6 +102,24 @@ class CaCertificateSerializer(serializers.Serializer[Any]):
     not_after = serializers.DateTimeField()
 
 
+class NodeTrustSerializer(serializers.Serializer[Any]):
+    """What this site's nodes get to reach and trust the control plane: the site's own values,
+    else the deployment's (docs/settings.md, "Node trust")."""
+
+    node_api_url = serializers.CharField(help_text="The URL nodes of this site call.")
+    node_api_url_source = serializers.ChoiceField(choices=["site", "deployment"])
+    ca_source = serializers.ChoiceField(
+        choices=["site", "deployment", "none"],
+        help_text="Whose CA bundle nodes trust: the site's ca_bundle_pem, the deployment's "
+        "MAASCP_NODE_CA_FILE (embedded: the stack's own CA), or none.",
+    )
+    ca_certificates = CaCertificateSerializer(many=True)
+    problems = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Field → what is missing and how to fix it (empty: nodes can onboard).",
+    )
+
+
 class CredentialMetaSerializer(serializers.Serializer[Any]):
     fields_set = serializers.ListField(child=serializers.CharField())
     version = serializers.IntegerField(allow_null=True)
@@ -134,7 +153,8 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
         allow_blank=True,
         trim_whitespace=False,
         max_length=MAX_BUNDLE_BYTES,
-        help_text="PEM certificates nodes use to trust the control plane (no private keys).",
+        help_text="PEM certificates nodes use to trust the control plane (no private keys); "
+        "empty: the deployment's (MAASCP_NODE_CA_FILE; embedded: the stack's own CA).",
     )
     node_api_url = serializers.CharField(
         required=False,
@@ -155,6 +175,7 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
         required=False, help_text="Nodes may fetch over plain http (a lab); otherwise https only."
     )
     ca_certificates = serializers.SerializerMethodField()
+    node_trust = serializers.SerializerMethodField()
     effective_policy = serializers.SerializerMethodField()
     policy_sources = serializers.SerializerMethodField()
     credentials = serializers.SerializerMethodField()
@@ -178,6 +199,7 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
             "ca_bundle_pem",
             "ca_certificates",
             "node_api_url",
+            "node_trust",
             "payload_allowed_hosts",
             "allow_http",
             "health",
@@ -201,6 +223,15 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
     @extend_schema_field(CaCertificateSerializer(many=True))
     def get_ca_certificates(self, site: MaasSite) -> list[dict[str, Any]]:
         return describe_ca_bundle(site.ca_bundle_pem)
+
+    @extend_schema_field(NodeTrustSerializer)
+    def get_node_trust(self, site: MaasSite) -> dict[str, Any]:
+        trust = node_trust(site)
+        return {
+            **trust.as_dict(),
+            "ca_certificates": describe_ca_bundle(trust.ca_bundle_pem),
+            "problems": trust_problems(site),
+        }
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_effective_policy(self, site: MaasSite) -> dict[str, Any]:

@@ -149,27 +149,86 @@ class RevisionedMixin(mixins.RetrieveModelMixin):
 
 
 @extend_schema_view(
-    list=extend_schema(operation_id="sites_list", tags=["sites"]),
-    retrieve=extend_schema(operation_id="sites_read", tags=["sites"]),
-    create=extend_schema(operation_id="sites_create", tags=["sites"]),
+    list=extend_schema(
+        operation_id="sites_list",
+        summary="List MAAS sites",
+        description=(
+            "Every MAAS site with its health, last probe, policy (explicit and effective), "
+            "node trust and credential metadata (never a secret). Filter by name, status or "
+            "health."
+        ),
+        tags=["sites"],
+    ),
+    retrieve=extend_schema(
+        operation_id="sites_read",
+        summary="Read a MAAS site",
+        description=(
+            "One site with its effective policy and where each value comes from, its node "
+            "trust, probe result and credential metadata. The `ETag` is its revision, for "
+            "`If-Match`."
+        ),
+        tags=["sites"],
+    ),
+    create=extend_schema(
+        operation_id="sites_create",
+        summary="Register a MAAS site",
+        description=(
+            "Register a MAAS region by name and URL. Its nodes reach and trust this control "
+            "plane by default (`node_trust`: the deployment's node URL and CA, "
+            'docs/settings.md "Node trust"); a site whose nodes would have nothing to trust '
+            "is refused with the field and the fix. Then write its credentials and probe it."
+        ),
+        tags=["sites"],
+    ),
     partial_update=extend_schema(
-        operation_id="sites_update", tags=["sites"], parameters=[IF_MATCH],
-        description="`policy` is a JSON merge-patch: `null` removes a key.",
+        operation_id="sites_update",
+        summary="Change a MAAS site",
+        description=(
+            "Change any writable field; `policy` is a JSON merge-patch (`null` removes a key, "
+            "which then inherits its default). Send `If-Match` with the revision you read to "
+            "refuse a change made meanwhile (409)."
+        ),
+        tags=["sites"],
+        parameters=[IF_MATCH],
     ),
     destroy=extend_schema(
-        operation_id="sites_disable", tags=["sites"], parameters=[IF_MATCH],
-        responses={200: SiteSerializer}, description="Disables the site (never deletes it).",
+        operation_id="sites_disable",
+        summary="Disable a MAAS site",
+        description=(
+            "Disable the site: it is never deleted, so its history stays. Refused (409) while "
+            "workflows are open on it."
+        ),
+        tags=["sites"],
+        parameters=[IF_MATCH],
+        responses={200: SiteSerializer},
     ),
     credentials=extend_schema(
-        operation_id="sites_set_credentials", tags=["sites"],
-        request=SiteCredentialsSerializer, responses={200: CredentialsAnswerSerializer},
-        description="Write or rotate secrets; the answer shows metadata, never a value.",
+        operation_id="sites_set_credentials",
+        summary="Write or rotate a site's credentials",
+        description=(
+            "Store the MAAS API key and/or IPMI credentials (any subset) in the secrets "
+            "backend. The answer shows which fields are set, their versions and who rotated "
+            "them, never a value. A new MAAS key stays pending until a probe authenticates "
+            "with it."
+        ),
+        tags=["sites"],
+        request=SiteCredentialsSerializer,
+        responses={200: CredentialsAnswerSerializer},
     ),
     probe=extend_schema(
-        operation_id="sites_probe", tags=["sites"], request=ProbeSerializer,
+        operation_id="sites_probe",
+        summary="Probe a MAAS site",
+        description=(
+            "Check what onboarding needs from this MAAS now: connectivity, authentication, "
+            "version, boot resources per profile, PXE subnets, power credentials and node "
+            "trust. Each check says ok or what failed; the site's health follows. A pending "
+            "MAAS key is promoted when MAAS accepts it."
+        ),
+        tags=["sites"],
+        request=ProbeSerializer,
         responses={200: ProbeResultSerializer},
     ),
-)  # fmt: skip
+)
 class SiteViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[MaasSite]):
     """``/maas-sites``: create, list, read, patch, disable (DELETE), write credentials."""
 
@@ -225,12 +284,42 @@ class SiteScopedMixin:
 
 
 @extend_schema_view(
-    list=extend_schema(operation_id="profiles_list"),
-    retrieve=extend_schema(operation_id="profiles_read"),
-    create=extend_schema(operation_id="profiles_create"),
-    partial_update=extend_schema(operation_id="profiles_update", parameters=[IF_MATCH]),
+    list=extend_schema(
+        operation_id="profiles_list",
+        summary="List a site's profiles",
+        description=(
+            "The site's profiles (runtime target and policy overrides) with their effective policy."
+        ),
+    ),
+    retrieve=extend_schema(
+        operation_id="profiles_read",
+        summary="Read a profile",
+        description=("One profile with its effective policy and where each value comes from."),
+    ),
+    create=extend_schema(
+        operation_id="profiles_create",
+        summary="Add a profile to a site",
+        description=(
+            "A profile: architecture, distro series, kernel, storage layout, PXE interface "
+            "and subnet, and policy overrides of the site's values."
+        ),
+    ),
+    partial_update=extend_schema(
+        operation_id="profiles_update",
+        summary="Change a profile",
+        description=(
+            "Change any writable field; `policy_overrides` is a JSON merge-patch (`null` "
+            "removes a key). `If-Match` makes the change conditional on the revision you "
+            "read."
+        ),
+        parameters=[IF_MATCH],
+    ),
     destroy=extend_schema(
-        operation_id="profiles_disable", parameters=[IF_MATCH], responses={200: ProfileSerializer}
+        operation_id="profiles_disable",
+        summary="Disable a profile",
+        description=("Disable the profile (never deleted); refused (409) while workflows use it."),
+        parameters=[IF_MATCH],
+        responses={200: ProfileSerializer},
     ),
 )
 @extend_schema(tags=["profiles"], parameters=[path_id("site_pk", "The site.")])
@@ -254,14 +343,31 @@ class ProfileViewSet(
 
 
 @extend_schema_view(
-    list=extend_schema(operation_id="roce_assignments_list"),
+    list=extend_schema(
+        operation_id="roce_assignments_list",
+        summary="List a site's RoCE assignments",
+        description=(
+            "The RoCE interface addresses planned for the site's hosts (hostname, interface, "
+            "address)."
+        ),
+    ),
     create=extend_schema(
         operation_id="roce_assignments_upsert",
+        summary="Upsert RoCE assignments",
+        description=(
+            "Create or change assignments in bulk, keyed by (hostname, interface): all or "
+            "nothing, every bad row named with its index."
+        ),
         request=RoceBulkSerializer,
         responses={200: RoceSummarySerializer},
-        description="Upsert keyed by (hostname, interface), all or nothing.",
     ),
-    destroy=extend_schema(operation_id="roce_assignments_delete"),
+    destroy=extend_schema(
+        operation_id="roce_assignments_delete",
+        summary="Delete a RoCE assignment",
+        description=(
+            "Remove one RoCE assignment of the site (its address may then be given to another)."
+        ),
+    ),
 )
 @extend_schema(tags=["roce"], parameters=[path_id("site_pk", "The site.")])
 class RoceAssignmentViewSet(
@@ -297,12 +403,40 @@ class RoceAssignmentViewSet(
 
 
 @extend_schema_view(
-    list=extend_schema(operation_id="skus_list"),
-    retrieve=extend_schema(operation_id="skus_read"),
-    create=extend_schema(operation_id="skus_create"),
-    partial_update=extend_schema(operation_id="skus_update", parameters=[IF_MATCH]),
+    list=extend_schema(
+        operation_id="skus_list",
+        summary="List SKUs",
+        description=("The hardware classes nodes are bound to, with how many nodes each has."),
+    ),
+    retrieve=extend_schema(
+        operation_id="skus_read",
+        summary="Read a SKU",
+        description=("One SKU with its node count. The `ETag` is its revision."),
+    ),
+    create=extend_schema(
+        operation_id="skus_create",
+        summary="Create a SKU",
+        description=(
+            "A hardware class (code, name, GPU model and count) that onboardings bind their "
+            "nodes to."
+        ),
+    ),
+    partial_update=extend_schema(
+        operation_id="skus_update",
+        summary="Change a SKU",
+        description=(
+            "Change a SKU's name, GPU model or count, or deactivate it. `If-Match` makes the "
+            "change conditional on the revision you read."
+        ),
+        parameters=[IF_MATCH],
+    ),
     destroy=extend_schema(
         operation_id="skus_delete",
+        summary="Delete or disable a SKU",
+        description=(
+            "Delete a SKU no node uses (204); a SKU in use is deactivated instead and "
+            "returned (200, `active: false`)."
+        ),
         parameters=[IF_MATCH],
         responses={
             204: OpenApiResponse(description="Deleted: nothing referred to it."),
@@ -327,8 +461,23 @@ class SkuViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSet
 
 
 @extend_schema_view(
-    list=extend_schema(operation_id="nodes_list"),
-    retrieve=extend_schema(operation_id="nodes_read", responses={200: NodeDetailSerializer}),
+    list=extend_schema(
+        operation_id="nodes_list",
+        summary="List nodes",
+        description=(
+            "The machines we coordinate, with site, SKU, lifecycle state and MAAS machine. "
+            "Filter by site, state, SKU or a hostname substring."
+        ),
+    ),
+    retrieve=extend_schema(
+        operation_id="nodes_read",
+        summary="Read a node",
+        description=(
+            "One node with its open and recent workflows of every kind, its active "
+            "allocations and what MAAS last showed for it."
+        ),
+        responses={200: NodeDetailSerializer},
+    ),
 )
 @extend_schema(tags=["nodes"])
 class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
@@ -349,6 +498,14 @@ class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
 
     @extend_schema(
         operation_id="nodes_timeline",
+        summary="Read a node's timeline",
+        description=(
+            "Every timeline entry of every workflow of the node (onboardings, decommissions, "
+            "a reimage's redeploy) and the operator actions on it and its allocations, merged "
+            'and oldest first (docs/api.md, "Timelines"). `maas_events=true` merges the '
+            "machine's latest MAAS events in; a MAAS that does not answer is reported in "
+            "`maas_events`, never as an error."
+        ),
         responses={200: NodeTimelineSerializer},
         parameters=[
             OpenApiParameter("maas_events", bool, description="Merge the machine's MAAS events."),
@@ -357,7 +514,7 @@ class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
         ],
     )
     def timeline(self, request: Request, pk: str) -> Response:
-        """Newest first; ``?maas_events=true`` merges the machine's MAAS events in."""
+        """Oldest first; ``?maas_events=true`` merges the machine's MAAS events in."""
         node = self.get_object()
         with_maas = flag(request, "maas_events")
         rows = node_reads.timeline(node)
@@ -366,7 +523,8 @@ class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
         offset = paginator.get_offset(request)
         status_: dict[str, Any] = {"requested": False, "available": False, "detail": ""}
         if with_maas:
-            maas_rows, status_ = node_reads.maas_events(node, limit=min(offset + limit, 1000))
+            # the same (latest) MAAS events for every page, so pages of the merge line up
+            maas_rows, status_ = node_reads.maas_events(node, limit=node_reads.MAAS_EVENTS_MERGED)
             db_rows = [node_reads.as_entry(r) for r in rows[: offset + limit]]
             page = node_reads.merged(db_rows, maas_rows)[offset : offset + limit]
             paginator.count = rows.count() + len(maas_rows)
@@ -386,10 +544,23 @@ class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
 
 
 @extend_schema_view(
-    list=extend_schema(operation_id="allocations_list"),
-    retrieve=extend_schema(operation_id="allocations_read"),
+    list=extend_schema(
+        operation_id="allocations_list",
+        summary="List allocations",
+        description=("Tenant workloads holding nodes, active and released."),
+    ),
+    retrieve=extend_schema(
+        operation_id="allocations_read",
+        summary="Read an allocation",
+        description=("One allocation: who holds the node, since when, and its release."),
+    ),
     create=extend_schema(
         operation_id="allocations_create",
+        summary="Record an allocation",
+        description=(
+            "A tenant workload now holds a node; a decommission waits for it to be released "
+            "(or force-releases it, audited)."
+        ),
         request=AllocationCreateSerializer,
         responses={201: AllocationSerializer},
     ),
@@ -417,6 +588,8 @@ class AllocationViewSet(
 
     @extend_schema(
         operation_id="allocations_release",
+        summary="Release an allocation",
+        description=("The workload left the node; the reason is audited."),
         request=ReleaseSerializer,
         responses={200: AllocationSerializer},
     )
@@ -431,12 +604,23 @@ class AllocationViewSet(
 
 
 @extend_schema_view(
-    list=extend_schema(operation_id="tokens_list"),
+    list=extend_schema(
+        operation_id="tokens_list",
+        summary="List API tokens",
+        description=(
+            "Your tokens (administrators: everyone's): name, scope, expiry, who made and "
+            "revoked them. A token's value is never shown again."
+        ),
+    ),
     create=extend_schema(
         operation_id="tokens_create",
+        summary="Create an API token",
+        description=(
+            "A token for the calling user with a scope (`read`, `operate`, `admin`) and an "
+            "expiry. The token is in this answer only: store it now."
+        ),
         request=TokenCreateSerializer,
         responses={201: TokenCreatedSerializer},
-        description="A token for the calling user. The token is in this answer only.",
     ),
 )
 @extend_schema(tags=["tokens"])
@@ -467,7 +651,11 @@ class TokenViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[ApiToken]):
         return Response(data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
-        operation_id="tokens_revoke", request=ReleaseSerializer, responses={200: TokenSerializer}
+        operation_id="tokens_revoke",
+        summary="Revoke an API token",
+        description=("Stop a token from working at once; the reason is audited."),
+        request=ReleaseSerializer,
+        responses={200: TokenSerializer},
     )
     def revoke(self, request: Request, pk: str) -> Response:
         body = ReleaseSerializer(data=request.data)
@@ -495,7 +683,16 @@ class IndexView(APIView):
         "metrics": "metrics",
     }
 
-    @extend_schema(operation_id="index", tags=["index"], responses={200: IndexSerializer})
+    @extend_schema(
+        operation_id="index",
+        summary="List the API's resources",
+        description=(
+            "Where each resource of the admin API lives, and the links to this API's OpenAPI "
+            "document, Swagger UI and Redoc."
+        ),
+        tags=["index"],
+        responses={200: IndexSerializer},
+    )
     def get(self, request: Request) -> Response:
         base = request.build_absolute_uri("/api/v1/")
         return Response(

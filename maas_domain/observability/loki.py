@@ -8,8 +8,11 @@ full, or Loki refuses or cannot be reached, records are dropped and counted
 
 Stream labels are the configured static labels plus a few low-cardinality fields: ``level``,
 ``logger``, ``site_id`` and ``workflow_kind`` when the record has them. Ids (correlation id,
-onboarding/decommission id, node id, MAAS system id, hostname) stay inside the JSON line,
-because a label value per id would create one Loki stream per id.
+onboarding/decommission id, node id, MAAS system id, hostname) stay inside the JSON line and
+travel as Loki *structured metadata* (the third element of a value in the push API: indexed
+per line, filterable without parsing, no new stream), because a label value per id would create
+one Loki stream per id. ``push`` sends entries built elsewhere the same way: timeline entries and
+MAAS events (``manage.py export_timelines --to-loki``, workflows/archive.py).
 """
 
 from __future__ import annotations
@@ -33,8 +36,57 @@ BATCH = 500  # records per push
 FLUSH_SECONDS = 1.0  # longest a record waits in the queue before a push
 QUEUE_SIZE = 10_000
 TIMEOUT = (2.0, 5.0)
-Entry = tuple[dict[str, str], str, str]  # stream labels, time in ns, the JSON line
+# stream labels, time in ns, the JSON line, structured metadata (ids; may be empty)
+Entry = tuple[dict[str, str], str, str, dict[str, str]]
 _KIND_FIELDS = (("onboarding_id", "onboarding"), ("decommission_id", "decommission"))
+# What the operators correlate by (docs/observability.md): one value per request, workflow or
+# machine, so structured metadata, never a label. ``site`` is the site's name.
+METADATA_FIELDS = ("correlation_id", "site", "site_id", "onboarding_id", "decommission_id",
+                   "node_id", "maas_system_id", "hostname")  # fmt: skip
+
+
+def structured_metadata(fields: Mapping[str, Any]) -> dict[str, str]:
+    """The correlation fields of ``fields`` that are set, as Loki wants them: strings."""
+    return {k: str(fields[k]) for k in METADATA_FIELDS if fields.get(k) not in (None, "")}
+
+
+def push_body(entries: list[Entry]) -> str:
+    """The Loki push API body (``POST /loki/api/v1/push``, JSON): entries grouped into streams
+    by their labels; each value is ``[time in ns, line]`` plus the metadata object when set."""
+    streams: dict[str, dict[str, Any]] = {}
+    for labels, ts, line, metadata in entries:
+        key = json.dumps(labels, sort_keys=True)
+        stream = streams.setdefault(key, {"stream": labels, "values": []})
+        stream["values"].append([ts, line, metadata] if metadata else [ts, line])
+    return json.dumps({"streams": list(streams.values())})
+
+
+def push(
+    url: str,
+    entries: list[Entry],
+    *,
+    tenant: str | None = None,
+    session: requests.Session | None = None,
+) -> int:
+    """Send ``entries`` (in batches of ``BATCH``); returns how many Loki accepted. Raises
+    ``requests.RequestException`` or ``LokiRefused`` for the caller to report: a command, not
+    logging, where dropping silently would be wrong."""
+    headers = {"Content-Type": "application/json"}
+    if tenant:
+        headers["X-Scope-OrgID"] = tenant
+    sent = 0
+    http = session or requests.Session()
+    for start in range(0, len(entries), BATCH):
+        chunk = entries[start : start + BATCH]
+        response = http.post(url, data=push_body(chunk), headers=headers, timeout=TIMEOUT)
+        if response.status_code >= 300:
+            raise LokiRefused(f"Loki answered HTTP {response.status_code}: {response.text[:200]}")
+        sent += len(chunk)
+    return sent
+
+
+class LokiRefused(Exception):
+    pass
 
 
 def stream_labels(record: logging.LogRecord, static: Mapping[str, str]) -> dict[str, str]:
@@ -90,6 +142,7 @@ class LokiHandler(logging.Handler):
                 stream_labels(record, self.labels),
                 str(int(record.created * 1e9)),
                 self.format(record),
+                structured_metadata({**context_of(record), **vars(record)}),
             )
             with self._idle:
                 self._pending += 1
@@ -142,15 +195,8 @@ class LokiHandler(logging.Handler):
             if stop:
                 return
 
-    def _push(
-        self, session: requests.Session, entries: list[tuple[dict[str, str], str, str]]
-    ) -> None:
-        streams: dict[str, dict[str, Any]] = {}
-        for labels, ts, line in entries:
-            key = json.dumps(labels, sort_keys=True)
-            stream = streams.setdefault(key, {"stream": labels, "values": []})
-            stream["values"].append([ts, line])
-        body = json.dumps({"streams": list(streams.values())})
+    def _push(self, session: requests.Session, entries: list[Entry]) -> None:
+        body = push_body(entries)
         try:
             response = session.post(self.url, data=body, headers=self.headers, timeout=TIMEOUT)
             if response.status_code >= 300:

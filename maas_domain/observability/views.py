@@ -33,9 +33,13 @@ class MetricsViewSet(viewsets.ViewSet):
 
     @extend_schema(
         operation_id="metrics",
+        summary="Prometheus metrics",
+        description=(
+            "The Prometheus text exposition: workflow, outbox and drift gauges from the "
+            "database plus this host's counters and histograms (docs/observability.md)."
+        ),
         tags=["metrics"],
         responses={(200, "text/plain"): OpenApiTypes.STR},
-        description="Prometheus text exposition (docs/observability.md).",
     )
     def list(self, request: Request) -> HttpResponse:
         return HttpResponse(

@@ -2,8 +2,9 @@
 
 Checks, each with ok/failed, a detail and a duration: connectivity (version), authentication
 (whoami, admin, expected user), version and capabilities, boot resources for every active
-profile's architecture and distro series, the PXE subnets the site and profiles name, and the
-site's power credentials. A pending MAAS API key (a rotation) is tried first and, if MAAS accepts
+profile's architecture and distro series, the PXE subnets the site and profiles name, the
+site's power credentials, and node trust (the node API URL and CA bundle its nodes get,
+maas_domain/nodetrust.py). A pending MAAS API key (a rotation) is tried first and, if MAAS accepts
 it, becomes the key in use. Nothing here raises for a MAAS problem: an unreachable, slow or
 refusing MAAS gives a failed check, never a 500. No row lock is held across HTTP calls.
 """
@@ -27,6 +28,7 @@ from maas_domain.access import Action
 from maas_domain.errors import Forbidden, NotFound
 from maas_domain.models import CredentialKind, MaasSite, SiteCredential, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteHealth
+from maas_domain.nodetrust import trust_problems, trust_summary
 from maas_domain.secrets import SecretsError, get_backend
 from maas_domain.secrets.sites import unconfirmed_message
 from maas_domain.services.credentials import confirm_url_matches, credentials_confirm_url
@@ -210,6 +212,13 @@ def site_probe(
         return "default IPMI credentials set"
 
     run.check("power_credentials", power)
+
+    def node_trust() -> str:
+        if problems := trust_problems(site):
+            raise CheckFailed("; ".join(f"{k}: {' '.join(v)}" for k, v in problems.items()))
+        return trust_summary(site)
+
+    run.check("node_trust", node_trust)
     if dry_run:
         _, result, _ = _outcome(run)
         return {

@@ -11,6 +11,7 @@ from maas_domain import audit, urlsafety
 from maas_domain.errors import Conflict, InvalidInput
 from maas_domain.models import MaasSite, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteStatus
+from maas_domain.nodetrust import trust_problems
 from maas_domain.pki import ca_bundle_error
 from maas_domain.policy import merge_policy, validate_policy
 from maas_domain.services.common import audited_update
@@ -19,6 +20,10 @@ from maas_domain.validators import hostname_error
 from maas_domain.work import open_workflows
 
 MAX_APPROVED_HOSTS = 1000
+# A change to these is refused when it leaves the site's nodes unable to trust the control
+# plane (a site that lost its trust otherwise, e.g. its deployment CA removed, can still be
+# edited and disabled; its probe reports it).
+TRUST_FIELDS = {"ca_bundle_pem", "node_api_url"}
 
 
 def _refuse_if_open(label: str, **filters: Any) -> None:
@@ -98,7 +103,9 @@ def site_create(*, actor: audit.Actor, data: dict[str, Any]) -> MaasSite:
     """Create a site. ``data['policy']`` holds explicit policy keys (validated here)."""
     data = _check_site_fields(dict(data))
     data["policy"] = merge_policy({}, validate_policy(data.get("policy", {})))
-    _refuse(_site_url_errors(MaasSite(**data)))
+    draft = MaasSite(**data)
+    # nodes of a new site must be able to reach and trust us: refused here, never at preflight
+    _refuse(_site_url_errors(draft) | trust_problems(draft))
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -183,7 +190,9 @@ def site_update(
         changes=changes,
         expected_revision=expected_revision,
         unique_message=f"A site named {changes.get('name')!r} already exists.",
-        url_errors=_site_url_errors,
+        url_errors=lambda row: (
+            _site_url_errors(row) | (trust_problems(row) if TRUST_FIELDS & set(changes) else {})
+        ),
     )
     return site
 

@@ -31,7 +31,7 @@ DETAIL = (
     *("id", "name", "description", "status", "health", "last_probe_at", "maas_url"),
     *("maas_user", "verify_tls", "pxe_subnet", "node_api_url", "payload_allowed_hosts"),
     *("allow_http", "guarded", "approved_hosts"),
-    *("ca_certificates", "policy", "credentials", "revision"),
+    *("ca_certificates", "node_trust", "policy", "credentials", "revision"),
 )
 
 
@@ -45,9 +45,19 @@ class SiteFields:
     )
     pxe_subnet: Annotated[str | None, typer.Option(help="IPv4 CIDR of the PXE network.")] = None
     verify_tls: Annotated[bool | None, typer.Option("--verify-tls/--no-verify-tls")] = None
-    ca_bundle: Annotated[Path | None, typer.Option(help="PEM file of the CA nodes trust.")] = None
+    ca_bundle: Annotated[
+        Path | None,
+        typer.Option(
+            help="PEM file of the CA nodes trust. Default: the control plane's own "
+            "(MAASCP_NODE_CA_FILE; make run: its generated CA); `sites show` says which."
+        ),
+    ] = None
     node_api_url: Annotated[
-        str | None, typer.Option(help="The control plane's URL as nodes see it.")
+        str | None,
+        typer.Option(
+            help="The control plane's URL as nodes see it. Default: MAASCP_NODE_API_URL "
+            "(make run: its own address)."
+        ),
     ] = None
     guarded: Annotated[
         bool | None, typer.Option("--guarded/--not-guarded", help="First-live-run guard.")

@@ -148,11 +148,16 @@ class BatchSerializer(serializers.ModelSerializer[OnboardingBatch]):
     counts = serializers.SerializerMethodField()
     open = serializers.SerializerMethodField(help_text="Onboardings not ended yet.")
     queued = serializers.SerializerMethodField(help_text="Pending: waiting for a site slot.")
+    finished = serializers.SerializerMethodField(
+        help_text="Every onboarding of the batch has ended (none open): nothing is left to "
+        "admit, resume or cancel; `state` is then the admission state it ended in."
+    )
 
     class Meta:
         model = OnboardingBatch
         fields = ["id", "site_id", "profile_id", "sku_id", "size", "created_by", "created_at",
-                  "counts", "open", "queued", "state", "paused_reason", "paused_at"]  # fmt: skip
+                  "counts", "open", "queued", "finished", "state", "paused_reason",
+                  "paused_at"]  # fmt: skip
         read_only_fields = fields
 
     @extend_schema_field(StateCountsSerializer)
@@ -164,6 +169,9 @@ class BatchSerializer(serializers.ModelSerializer[OnboardingBatch]):
 
     def get_queued(self, batch: Any) -> int:
         return int(batch.n_pending)
+
+    def get_finished(self, batch: Any) -> bool:
+        return self.get_open(batch) == 0
 
 
 class CanarySerializer(serializers.Serializer[Any]):

@@ -69,7 +69,16 @@ def batch_summary(batch: OnboardingBatch) -> dict[str, Any]:
     return dict(BatchDetailSerializer(batches().get(pk=batch.pk)).data)
 
 
-@extend_schema_view(list=extend_schema(operation_id="onboardings_list"))
+@extend_schema_view(
+    list=extend_schema(
+        operation_id="onboardings_list",
+        summary="List onboardings",
+        description=(
+            "Onboarding workflows, newest first, with state, stage and attempt. Filter by "
+            "site, state, stage, failure class, batch or a hostname substring."
+        ),
+    )
+)
 @extend_schema(tags=["onboardings"])
 class OnboardingViewSet(
     workflows.WorkflowActions, mixins.ListModelMixin, viewsets.GenericViewSet[Onboarding]
@@ -87,13 +96,19 @@ class OnboardingViewSet(
 
     @extend_schema(
         operation_id="onboardings_start",
+        summary="Onboard a machine",
+        description=(
+            "Start onboarding one machine (hostname and IPMI address) on a site with a "
+            "profile and a SKU: 202 with the workflow, which runs discovery, commissioning, "
+            "deploy, enrollment and completion. With `dry_run=true`: the preflight report "
+            "(every guardrail, what MAAS shows for the host, the stages and MAAS calls), "
+            "nothing written. `Idempotency-Key` makes a retried request safe."
+        ),
         request=OnboardingStartSerializer,
         responses={
             202: OnboardingSerializer,
             200: OpenApiResponse(
                 PreflightReportSerializer,
-                description="dry_run=true: the preflight report (guardrails, what MAAS shows, "
-                "the stages and MAAS calls); nothing is written.",
             ),
         },
         parameters=[IDEMPOTENCY_KEY],
@@ -124,6 +139,12 @@ class OnboardingViewSet(
 
     @extend_schema(
         operation_id="onboardings_start_batch",
+        summary="Onboard a batch of machines",
+        description=(
+            "Start onboarding many machines of one site, profile and SKU: every row is "
+            "checked first (each bad row named), then all start together, admitted as the "
+            "site's concurrency allows, with an optional canary and failure budget."
+        ),
         request=BatchStartSerializer,
         responses={202: BatchDetailSerializer},
         parameters=[IDEMPOTENCY_KEY],
@@ -143,12 +164,25 @@ class OnboardingViewSet(
     def verb(self, request: Request, pk: str, verb: str) -> Response:
         return workflows.verb(request, KIND, pk, verb, OnboardingSerializer)
 
-    @extend_schema(operation_id="onboarding_batches_read", responses={200: BatchDetailSerializer})
+    @extend_schema(
+        operation_id="onboarding_batches_read",
+        summary="Read an onboarding batch",
+        description=(
+            "One batch: counts per state, whether it finished, the failed hosts with reasons, "
+            "its canary and failure budget."
+        ),
+        responses={200: BatchDetailSerializer},
+    )
     def batch_detail(self, request: Request, pk: str) -> Response:
         return Response(batch_summary(get_object_or_404(OnboardingBatch, pk=pk)))
 
     @extend_schema(
         operation_id="onboarding_batches_list",
+        summary="List onboarding batches",
+        description=(
+            "Batches with their counts per state, open and queued counts, whether they "
+            "finished, and their admission state."
+        ),
         responses={200: BatchSerializer(many=True)},
         filters=False,
         parameters=[OpenApiParameter("site", int, description="Only this site's batches.")],
@@ -162,6 +196,11 @@ class OnboardingViewSet(
 
     @extend_schema(
         operation_id="onboarding_batches_resume",
+        summary="Resume a paused batch",
+        description=(
+            "Lift a batch's pause (canary failed, failure budget reached): its pending "
+            "onboardings are admitted again and the budget counts from here."
+        ),
         request=BatchVerbSerializer,
         responses={200: BatchDetailSerializer},
         parameters=[IDEMPOTENCY_KEY],
@@ -179,6 +218,12 @@ class OnboardingViewSet(
 
     @extend_schema(
         operation_id="onboarding_batches_cancel",
+        summary="Cancel a batch",
+        description=(
+            "Stop admitting the batch and cancel each of its open onboardings (through their "
+            "cancel stage); those waiting for an operator are listed, not touched. A finished "
+            "batch is a 409."
+        ),
         request=BatchVerbSerializer,
         responses={202: BatchCancelSerializer},
         parameters=[IDEMPOTENCY_KEY],

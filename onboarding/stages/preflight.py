@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from maas_domain import urlsafety
 from maas_domain.models import RoceAssignment
-from maas_domain.pki import parse_ca_bundle
+from maas_domain.nodetrust import trust_problems
 from maas_domain.services.guardrails import target_problems
 from onboarding import payload
 from onboarding.fetchcheck import fetch_problem
@@ -27,13 +27,9 @@ def preflight(ctx: Ctx) -> Result:
         policy.bootstrap_bundle_version and policy.bootstrap_bundle_digest
     ):
         problems.append("site bootstrap bundle reference lacks a version or digest")
-    if site.ca_bundle_pem.strip():
-        try:
-            parse_ca_bundle(site.ca_bundle_pem)
-        except ValueError as exc:
-            problems.append(f"site CA material is not a real PEM certificate: {exc}")
-    else:
-        problems.append("site has no CA material for nodes to trust the control plane")
+    # the site services refuse a site without trust and the probe reports one that lost it;
+    # checked again here because the deployment's CA may have changed since
+    problems += [f"{field}: {r}" for field, rs in trust_problems(site).items() for r in rs]
     if (
         policy.roce_phase2_enabled
         and not RoceAssignment.objects.filter(site=site, hostname=wf.hostname).exists()

@@ -41,7 +41,16 @@ class DriftFilter(django_filters.FilterSet):
         fields = ["site", "kind", "severity", "state", "node", "system_id"]
 
 
-@extend_schema_view(list=extend_schema(operation_id="drift_list"))
+@extend_schema_view(
+    list=extend_schema(
+        operation_id="drift_list",
+        summary="List drift",
+        description=(
+            "Differences between MAAS and our records, most recently seen first. Filter by "
+            "site, node, kind, severity or state."
+        ),
+    )
+)
 @extend_schema(tags=["reconciliation"])
 class ReconciliationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[DriftRecord]):
     """``/reconciliation/...``: status, drift (list), run, drift resolution."""
@@ -55,12 +64,26 @@ class ReconciliationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Drift
     }
     queryset = DriftRecord.objects.order_by("-last_seen_at", "-id")
 
-    @extend_schema(operation_id="reconciliation_status", responses={200: StatusSerializer})
+    @extend_schema(
+        operation_id="reconciliation_status",
+        summary="Reconciliation status",
+        description=(
+            "Per site: the last reconcile run, when the next is due, and the open drift by "
+            "kind and severity."
+        ),
+        responses={200: StatusSerializer},
+    )
     def summary(self, request: Request) -> Response:
         return Response(selectors.reconciliation_status())
 
     @extend_schema(
         operation_id="reconciliation_run",
+        summary="Reconcile a site now",
+        description=(
+            "Queue a reconcile run for a site (or every active site): MAAS is read and "
+            "compared with our records; the drift ledger is updated. Reconciliation never "
+            "changes MAAS."
+        ),
         request=RunSerializer,
         responses={202: RunsSerializer},
         parameters=[IDEMPOTENCY_KEY],
@@ -89,6 +112,12 @@ class ReconciliationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Drift
 
     @extend_schema(
         operation_id="drift_resolve_node",
+        summary="Resolve a node's drift",
+        description=(
+            "`acknowledge` (for a while or for good), `adopt` (take MAAS's value into our "
+            "record) or `mark-manual-intervention` the node's open drift, all or one kind or "
+            "record; audited."
+        ),
         request=ResolveSerializer,
         responses={200: ResolvedSerializer},
         parameters=[IDEMPOTENCY_KEY, path_id("node_id", "The node.")],
@@ -98,10 +127,14 @@ class ReconciliationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Drift
 
     @extend_schema(
         operation_id="drift_resolve_machine",
+        summary="Resolve a machine's drift",
+        description=(
+            "The same actions for drift on a MAAS machine we have no node for (an unknown "
+            "machine, a leaked one); audited."
+        ),
         request=ResolveSerializer,
         responses={200: ResolvedSerializer},
         parameters=[IDEMPOTENCY_KEY],
-        description="Drift on a MAAS machine we have no node for (unknown machine, leak).",
     )
     def resolve_machine(self, request: Request, system_id: str) -> Response:
         return self.resolve(request, system_id=system_id)

@@ -5,7 +5,9 @@ One journey, as an operator lives it: log in, create a site, store its credentia
 add a profile, start an onboarding and watch it complete, start one that fails (injected curtin
 fault), retry it from its page and watch it complete, look at a batch and the audit log.
 
-``MAASCP_SCREENSHOTS=1`` saves PNGs of the main pages to docs/screenshots/.
+Every main page is screenshotted at 1440 px wide and must not scroll sideways (its layout
+width is measured, not eyeballed). ``MAASCP_SCREENSHOTS=1`` keeps the PNGs in
+docs/screenshots/ (otherwise they go to the test's temporary folder).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ ARGS = [
     "--disable-sync",
 ]
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+WIDTH = 1440  # an operator's laptop; no page may scroll sideways at this width
 PASSWORD = "operator-pass-1"
 
 
@@ -67,7 +71,7 @@ def browser_page(live_server: Any) -> Iterator[Any]:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context = browser.new_context(viewport={"width": WIDTH, "height": 1000})
             page = context.new_page()
             page.set_default_timeout(30_000)
             yield page
@@ -93,10 +97,28 @@ def world(worker: None, live_server: Any, settings: Any) -> Iterator[Sim]:
     sim.server.stop()
 
 
-def shot(page: Any, name: str) -> None:
-    if os.environ.get("MAASCP_SCREENSHOTS"):
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+def shot(page: Any, name: str, folder: Path | None = None) -> None:
+    """A full-page screenshot, and the page's layout must fit the window: nothing wider than
+    the viewport (a table or a long value that does not wrap would push it out)."""
+    folder = SHOTS if os.environ.get("MAASCP_SCREENSHOTS") else (folder or _tmp[-1])
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    widest = page.evaluate(
+        """() => { let w = null; for (const el of document.querySelectorAll('body *')) {
+             const r = el.getBoundingClientRect();
+             if (r.right > window.innerWidth + 1 && getComputedStyle(el).position !== 'fixed')
+               { w = el.tagName + '#' + el.id + '.' + el.className; break; } } return w; }"""
+    )
+    assert width <= WIDTH, f"{name}: the page is {width}px wide at {WIDTH}px ({widest} overflows)"
+
+
+_tmp: list[Path] = []  # the running test's folder (set below)
+
+
+@pytest.fixture(autouse=True)
+def _shots_folder(tmp_path: Path) -> None:
+    _tmp.append(tmp_path / "screenshots")
 
 
 def wait_for_state(page: Any, url: str, states: tuple[str, ...], timeout: float = 90) -> str:
@@ -168,7 +190,7 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
     page.click("text=dc1")
     page.click("#probe-now")
     page.wait_for_selector(".messagelist")
-    assert "all 6 checks passed" in page.inner_text(".messagelist")
+    assert "all 7 checks passed" in page.inner_text(".messagelist")
     assert "healthy" in page.inner_text("#content-main h2")
     shot(page, "site")
     page.goto(f"{base}/admin/maas_domain/maassite/")
@@ -248,10 +270,15 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
     page.goto(f"{base}/admin/onboarding/onboardingbatch/{batch.pk}/change/")
     assert "b02" in page.inner_text("#batch-failed")
     assert "2" in page.inner_text("#batch-counts tr[data-state='succeeded']")
+    # every onboarding of it ended: the page says so and offers no cancel
+    assert page.inner_text("#batch-state").startswith("Finished")
+    assert page.locator("#batch-actions").count() == 0
     shot(page, "batch")
 
     page.goto(f"{base}/admin/onboarding/onboarding/")
     assert page.locator("#result_list tbody tr").count() == 5
+    failed_reason = Onboarding.objects.get(hostname="b02").reason
+    assert failed_reason in page.inner_text("#result_list")  # the whole reason, wrapped
     shot(page, "onboardings")
     page.goto(f"{base}/admin/onboarding/onboarding/?attention=operator")
     assert "b02" in page.inner_text("#result_list")
@@ -273,6 +300,21 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
     )
     assert "release" in page.inner_text("#wf-timeline")
     shot(page, "decommission-succeeded")
+
+    # the node's page: state, SKU, its workflows, one timeline oldest first, MAAS diagnostics
+    # whose event times are what MAAS stamped, in real time (never minutes ahead)
+    page.goto(f"{base}/admin/maas_domain/node/{node.pk}/change/")
+    assert "gpu-8x" in page.inner_text("#node-sku")
+    workflows = page.inner_text("#node-workflows")
+    assert "onboarding" in workflows and "decommission" in workflows
+    ats = page.locator("#node-timeline tbody tr td:first-child").all_inner_texts()
+    assert ats == sorted(ats) and len(ats) > 10
+    page.wait_for_selector("#wf-diagnostics[data-loaded='1']")
+    stamps = page.locator("#diag-events tbody tr td:first-child").all_inner_texts()
+    assert stamps, page.inner_text("#wf-diagnostics")
+    now = datetime.now(UTC)
+    assert all(datetime.fromisoformat(s) <= now for s in stamps), (stamps, now)
+    shot(page, "node")
 
     # drift: a machine nobody onboarded shows up in MAAS; a reconcile reports it, we acknowledge
     from reconciliation.models import DriftRecord

@@ -4,6 +4,7 @@ that does not wait on MAAS unless asked."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -39,7 +40,7 @@ def node_with_history(admin: Any, site: MaasSite | None = None) -> tuple[Any, On
     return node, wf
 
 
-def test_timeline_merges_kinds_and_operator_actions_newest_first_paginated(
+def test_timeline_merges_kinds_and_operator_actions_oldest_first_paginated(
     api: APIClient, admin_user: Any
 ) -> None:
     node, wf = node_with_history(admin_user)
@@ -48,18 +49,20 @@ def test_timeline_merges_kinds_and_operator_actions_newest_first_paginated(
     page = api.get(f"{BASE}/nodes/{node.pk}/timeline").json()
     assert page["count"] == 4
     entries = page["results"]
-    assert [e["at"] for e in entries] == sorted((e["at"] for e in entries), reverse=True)
+    # one order for every timeline (docs/api.md, "Timelines"): oldest first, as it happened
+    assert [e["at"] for e in entries] == sorted(e["at"] for e in entries)
     assert [(e["source"], e["kind"]) for e in entries] == [
-        ("operator", "allocation.release"),
         ("workflow", "workflow.created"),
         ("workflow", "stage.completed"),
         ("workflow", "workflow.created"),
+        ("operator", "allocation.release"),
     ]
-    assert {(e["workflow_kind"], e["workflow_id"]) for e in entries[1:]} == {
-        ("decommission", node.decommissions.get().pk),
+    assert [(e["workflow_kind"], e["workflow_id"]) for e in entries[:3]] == [
         ("onboarding", wf.pk),
-    }
-    assert entries[0]["actor_name"] == "ops-admin" and entries[0]["message"] == "drained"
+        ("onboarding", wf.pk),
+        ("decommission", node.decommissions.get().pk),
+    ]
+    assert entries[-1]["actor_name"] == "ops-admin" and entries[-1]["message"] == "drained"
     assert page["maas_events"]["requested"] is False
     first = api.get(f"{BASE}/nodes/{node.pk}/timeline", {"limit": 2}).json()
     second = api.get(first["next"]).json()
@@ -83,6 +86,8 @@ def test_maas_events_are_merged_in_on_request_and_a_dead_maas_is_reported(
     assert page["maas_events"]["available"] is True
     maas = [e for e in page["results"] if e["source"] == "maas"]
     assert any(e["kind"] == "Deployed" for e in maas)
+    moments = [datetime.fromisoformat(e["at"]) for e in page["results"]]
+    assert moments == sorted(moments)  # MAAS stamps whole seconds: compared as times
     assert page["count"] == 4 + page["maas_events"]["fetched"]
     site.maas_url = "http://127.0.0.1:9/MAAS/"  # nothing listens there
     site.save()

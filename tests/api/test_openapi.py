@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -98,3 +99,45 @@ def test_the_schema_needs_the_read_role_not_just_staff(group: str | None, code: 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer_token(user, scope='read')}")
     assert client.get("/api/v1/schema/").status_code == code
+
+
+def operations(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(m.upper(), p, op) for p, ops in doc["paths"].items() for m, op in ops.items()]
+
+
+def test_every_operation_reads_like_a_product_summary_and_description() -> None:
+    """A summary and a user-facing description on every operation, each its own: never a
+    developer's docstring (``double backticks``, "For a workflow API view: ...")."""
+    doc = yaml.safe_load(COMMITTED.read_text())
+    seen: dict[str, str] = {}
+    for method, path, op in operations(doc):
+        where = f"{method} {path}"
+        summary, description = op.get("summary", ""), op.get("description", "")
+        assert summary and len(summary) <= 60 and not summary.endswith("."), where
+        assert len(description) >= 30, where
+        assert "``" not in description and "For a workflow API view" not in description, where
+        assert seen.setdefault(description, where) == where, (where, seen[description])
+
+
+def test_ids_in_paths_are_integers_and_bodies_refuse_unknown_fields() -> None:
+    doc = yaml.safe_load(COMMITTED.read_text())
+    schemas = doc["components"]["schemas"]
+
+    def resolve(schema: dict[str, Any]) -> dict[str, Any]:
+        ref = schema.get("$ref", "")
+        return schemas[ref.rsplit("/", 1)[1]] if ref else schema
+
+    for method, path, op in operations(doc):
+        where = f"{method} {path}"
+        for param in op.get("parameters", []):
+            if param["in"] == "path" and param["name"] not in ("verb", "system_id"):
+                assert param["schema"]["type"] == "integer", (where, param)
+        body = op.get("requestBody", {}).get("content", {}).get("application/json")
+        if body:
+            schema = resolve(body["schema"])
+            assert schema["additionalProperties"] is False, where
+            assert "Unknown field" in op["responses"]["400"]["description"], where
+        for code in ("429", "503"):
+            if code in op["responses"]:
+                assert "Retry-After" in op["responses"][code]["headers"], (where, code)
+        assert "414" in op["responses"], where

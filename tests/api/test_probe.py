@@ -55,6 +55,7 @@ def test_healthy_probe_records_result_on_site_and_audits(api: APIClient, sim: Si
         "boot_resources",
         "pxe_subnets",
         "power_credentials",
+        "node_trust",
     }
     assert all(ok for ok, _ in checks(result).values())
     assert "admin" in checks(result)["authentication"][1]
@@ -180,3 +181,18 @@ def test_probe_rejects_parameters_and_unknown_site(api: APIClient, sim: Sim) -> 
     assert "deep" in bad.json()["fields"]
     assert api.post("/api/v1/admin/maas-sites/424242/probe").status_code == 404
     assert not AuditLog.objects.filter(action="maas_site.probe").exists()
+
+
+def test_probe_names_the_field_and_fix_when_nodes_could_not_trust_us(
+    api: APIClient, sim: Sim, settings: Any
+) -> None:
+    """A site made with the deployment's CA whose deployment then lost it (production without
+    MAASCP_NODE_CA_FILE): the probe flags it (degraded), so it is seen before any onboarding
+    reaches preflight."""
+    site = setup_site(api, sim)
+    assert checks(probe(api, site))["node_trust"][0] is True
+    settings.NODE_CA_PEM = ""
+    result = probe(api, site)
+    ok, detail = checks(result)["node_trust"]
+    assert not ok and result["health"] == "degraded"
+    assert detail.startswith("ca_bundle_pem: No CA bundle") and "MAASCP_NODE_CA_FILE" in detail

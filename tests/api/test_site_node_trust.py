@@ -116,3 +116,62 @@ def test_a_stored_bundle_cannot_be_replaced_by_a_bad_one(api: APIClient) -> None
     response = api.patch(f"{URL}/{site['id']}", {"ca_bundle_pem": "junk"}, format="json")
     assert response.status_code == 400
     assert MaasSite.objects.get().ca_bundle_pem == site["ca_bundle_pem"]
+
+
+def test_a_site_made_as_readme_says_gets_the_deployments_node_url_and_ca(
+    api: APIClient, settings: Any
+) -> None:
+    """README's curl sends a name and a MAAS URL only: its nodes get the deployment's node URL
+    and CA (embedded: the stack's own), shown on the site, put in the first-boot payload, and
+    the preflight's trust check passes (it used to fail there: "no CA material")."""
+    from maas_domain.nodetrust import trust_problems
+    from onboarding import payload
+    from tests.factories import make_onboarding
+
+    settings.NODE_API_URL = "http://127.0.0.1:18100"
+    response = create(api)
+    assert response.status_code == 201, response.json()
+    trust = response.json()["node_trust"]
+    assert trust["node_api_url"] == "http://127.0.0.1:18100"
+    assert (trust["node_api_url_source"], trust["ca_source"]) == ("deployment", "deployment")
+    assert [c["subject"] for c in trust["ca_certificates"]] == ["CN=maascp embedded node CA"]
+    assert trust["problems"] == {}
+    site = MaasSite.objects.get()
+    wf = make_onboarding(site, hostname="c07u31")
+    fb = payload.first_boot(wf, site.effective_policy(), payload.Tokens("x" * 43, "y" * 43))
+    assert fb.ca_pem == settings.NODE_CA_PEM.strip() and fb.node_api_url.endswith(":18100")
+    assert trust_problems(site) == {}  # what the preflight stage checks
+    # the site's own values win, and say so
+    own = api.patch(
+        f"{URL}/{site.pk}",
+        {
+            "ca_bundle_pem": demo_ca_pem(),
+            "node_api_url": "https://cp.lab.test",
+            "payload_allowed_hosts": ["cp.lab.test"],
+        },
+        format="json",
+    ).json()["node_trust"]
+    assert (own["node_api_url_source"], own["ca_source"]) == ("site", "site")
+    assert [c["subject"] for c in own["ca_certificates"]] == ["CN=maascp demo CA"]
+
+
+def test_without_a_deployment_ca_a_site_without_its_own_is_refused_with_the_fix(
+    api: APIClient, settings: Any
+) -> None:
+    """Production without MAASCP_NODE_CA_FILE: the create names the field and both fixes; a
+    site with its own CA is accepted, and cannot drop it later."""
+    settings.NODE_CA_PEM = ""
+    refused = create(api)
+    assert refused.status_code == 400
+    [reason] = refused.json()["fields"]["ca_bundle_pem"]
+    assert "set ca_bundle_pem on the site" in reason and "MAASCP_NODE_CA_FILE" in reason
+    assert not MaasSite.objects.exists()
+    made = create(api, ca_bundle_pem=demo_ca_pem())
+    assert made.status_code == 201, made.json()
+    assert made.json()["node_trust"]["ca_source"] == "site"
+    dropped = api.patch(f"{URL}/{made.json()['id']}", {"ca_bundle_pem": ""}, format="json")
+    assert dropped.status_code == 400
+    assert "MAASCP_NODE_CA_FILE" in dropped.json()["fields"]["ca_bundle_pem"][0]
+    # other edits (disabling, a description) still work on it
+    described = api.patch(f"{URL}/{made.json()['id']}", {"description": "x"}, format="json")
+    assert described.status_code == 200

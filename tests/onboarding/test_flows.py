@@ -159,7 +159,7 @@ def test_preflight_failures_are_named(flow: Flow, node_side: NodeSide) -> None:
     flow.site.save()
     wf = settle(start(flow, "c07u37", "10.10.7.37").pk)
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "preflight", "preflight")
-    assert "not a real PEM certificate: A CERTIFICATE block does not parse" in wf.reason
+    assert "ca_bundle_pem: A CERTIFICATE block does not parse" in wf.reason
     assert "no RoCE assignment" in wf.reason
     assert flow.sim.mutations() == []
 

@@ -648,8 +648,8 @@ def test_preflight_fails_on_placeholder_ca_material_alone(bench: Bench) -> None:
     bench.site.save()
     result, _ = run(onboarding(bench, "pf3", "10.5.6.6"), "preflight")
     assert result.data["problems"] == [
-        "site CA material is not a real PEM certificate: "
-        "A CERTIFICATE block does not parse as an X.509 certificate."
+        "ca_bundle_pem: A CERTIFICATE block does not parse as an X.509 certificate. "
+        "Replace the site's ca_bundle_pem."
     ]
 
 

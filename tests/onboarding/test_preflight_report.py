@@ -51,6 +51,7 @@ def test_a_clean_first_run_reports_every_guardrail_and_the_plan(
         "sku_active": True,
         "no_open_workflow": True,
         "node_onboardable": True,
+        "node_trust": True,
         "host_approved_and_confirmed": True,
     }
     assert [s["name"] for s in report["stages"]][:3] == ["preflight", "discover", "commission"]

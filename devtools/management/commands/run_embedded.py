@@ -124,6 +124,7 @@ class Command(BaseCommand):
             self._say(
                 f"  Demo site   : 'demo' on the MAAS simulator at {maas_url} "
                 f"(probe: {probe['health']})\n"
+                f"  MAAS key    : the simulator's admin API key is in {self._sim_key_file()}\n"
             )
             follower = TimelineFollower()
             demo = None if opts["no_demo"] else self._demo_onboarding(opts["admin_user"], base)
@@ -315,6 +316,8 @@ class Command(BaseCommand):
                     f"  API token   : {token}  ({'new' if minted else 'the same as before'}; "
                     f"kept in {kept} across restarts)",
                     f"  Metrics     : {base}/api/v1/admin/metrics  (same token; Prometheus)",
+                    f"  Health      : {base}/health/live  and  {base}/health/ready  (no token; "
+                    "ready checks the database, broker and secrets)",
                     f"  API docs    : {base}/api/v1/docs/  (OpenAPI: {base}/api/v1/schema/)",
                     *how,
                     "  Example     :",
