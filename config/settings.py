@@ -11,6 +11,7 @@ Two modes:
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import secrets
@@ -263,6 +264,14 @@ if API_TOKEN_DAYS > API_TOKEN_MAX_DAYS:
     env.errors.append("MAASCP_API_TOKEN_DAYS must not exceed MAASCP_API_TOKEN_MAX_DAYS")
 # Limits on every door (maas_domain/throttling.py, docs/security.md).
 API_MUTATIONS_PER_MINUTE = env.integer("API_MUTATIONS_PER_MINUTE", 120, minimum=1)
+# The buffering proxy in front of the listeners (docs/operations.md): requests from these
+# addresses carry the client's address in X-Forwarded-For (maas_domain/throttling.py).
+TRUSTED_PROXIES: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+for _proxy in env.items("TRUSTED_PROXIES", []):
+    try:
+        TRUSTED_PROXIES += (ipaddress.ip_network(_proxy, strict=False),)
+    except ValueError:
+        env.errors.append(f"MAASCP_TRUSTED_PROXIES: {_proxy!r} is not an address or network")
 NODE_REQUESTS_PER_MINUTE = env.integer("NODE_REQUESTS_PER_MINUTE", 600, minimum=1)
 NODE_REFUSALS_PER_MINUTE = env.integer("NODE_REFUSALS_PER_MINUTE", 20, minimum=1)
 NODE_REFUSAL_EVENTS = env.integer("NODE_REFUSAL_EVENTS", 10, minimum=1)

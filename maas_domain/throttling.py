@@ -14,6 +14,7 @@ production, so every web process shares them).
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from typing import Any
 
@@ -63,8 +64,25 @@ def over(limit: str, ident: str, *, allowed: int, period: int = 60) -> int | Non
 
 
 def client_address(request: Any) -> str:
-    """The peer address (a proxy in front sets REMOTE_ADDR for us; no header is trusted)."""
-    return str(request.META.get("REMOTE_ADDR") or "unknown")
+    """The address a request came from: the peer, or, when the peer is one of our own proxies
+    (``MAASCP_TRUSTED_PROXIES``, the buffering proxy of docs/operations.md), the last address
+    in ``X-Forwarded-For`` that is not one of them. Nobody else's header is believed."""
+    peer = str(request.META.get("REMOTE_ADDR") or "unknown")
+    if not _trusted(peer):
+        return peer
+    hops = [h.strip() for h in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",")]
+    for hop in reversed([h for h in hops if h]):
+        if not _trusted(hop):
+            return hop
+    return peer
+
+
+def _trusted(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in settings.TRUSTED_PROXIES if ip.version == net.version)
 
 
 class MutationThrottle(BaseThrottle):

@@ -190,7 +190,7 @@ def test_profiles_run_the_simulator_end_to_end_and_the_monitoring() -> None:
 
 
 def test_the_file_is_valid_for_a_real_compose_implementation(tmp_path: Path) -> None:
-    """`docker-compose config` (Debian's package, scripts/ensure-compose; it needs no daemon)
+    """`docker-compose config` (Debian's package, scripts/ensure-debian; it needs no daemon)
     parses, merges and validates the file with every profile."""
     import shutil
     import subprocess
@@ -199,7 +199,7 @@ def test_the_file_is_valid_for_a_real_compose_implementation(tmp_path: Path) -> 
 
     binary = shutil.which("docker-compose")
     if binary is None:
-        pytest.skip("docker-compose missing: scripts/ensure-compose could not install it")
+        pytest.skip("docker-compose missing: scripts/ensure-debian could not install it")
     done = subprocess.run(
         [binary, "-f", str(COMPOSE), "--profile", "sim", "--profile", "monitoring", "config"],
         capture_output=True,
@@ -223,7 +223,7 @@ def test_prometheus_of_the_monitoring_profile_loads_the_shipped_rules(tmp_path: 
 
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.skip("promtool missing: scripts/ensure-prometheus could not install it")
+        pytest.skip("promtool missing: scripts/ensure-debian could not install it")
     config = (COMPOSE.parent / "deploy" / "prometheus" / "prometheus.yml").read_text()
     (tmp_path / "maascp-token").write_text("mcp_example\n")
     for old, new in {

@@ -3,7 +3,7 @@ Prometheus server scraping a running stack with the configuration documented in
 docs/observability.md, and the alerting rules in docs/prometheus/ (checked and unit-tested).
 
 The binaries come from Debian's ``prometheus`` package, which ``make check`` installs
-(scripts/ensure-prometheus); the tests skip, saying so, only where it cannot be installed."""
+(scripts/ensure-debian); the tests skip, saying so, only where it cannot be installed."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def binary(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         pytest.skip(
-            f"{name} is not installed: scripts/ensure-prometheus installs Debian's prometheus "
+            f"{name} is not installed: scripts/ensure-debian installs Debian's prometheus "
             "package (needs root and apt-get); make check runs it"
         )
     return path

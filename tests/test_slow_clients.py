@@ -1,0 +1,143 @@
+"""Slow clients do not stall the listeners behind the shipped buffering proxy
+(deploy/nginx/maascp.conf.template, docs/operations.md "The proxy").
+
+gunicorn's threads read request bodies themselves: twelve connections that send a body slowly
+held every thread of the API listener and its health checks timed out. Here the real gunicorn
+(config/gunicorn.py) serves the product with two threads, twenty clients open requests whose
+bodies never finish, and /health/live still answers through nginx; straight to gunicorn it does
+not (the stall the proxy is there for)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not shutil.which("nginx"), reason="nginx (Debian) not installed"),
+]
+SLOW_CLIENTS = 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(url: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(url, timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} never answered")
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[tuple[int, int]]:
+    """(gunicorn's port, nginx's port in front of it)."""
+    app, proxy = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAASCP_")}
+    env.update({"MAASCP_DATA_DIR": str(tmp_path / "data"), "MAASCP_TRUSTED_PROXIES": "127.0.0.1"})
+    web = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "python:config.gunicorn",
+         "--bind", f"127.0.0.1:{app}", "--workers", "1", "--threads", "2"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    site = Template((ROOT / "deploy/nginx/maascp.conf.template").read_text()).safe_substitute(
+        LISTEN=f"127.0.0.1:{proxy}", UPSTREAM=f"127.0.0.1:{app}", MAX_BODY="8m"
+    )
+    temp = tmp_path / "nginx"
+    temp.mkdir()
+    (temp / "maascp.conf").write_text(site)
+    paths = " ".join(f"{k}_temp_path {temp}/{k};" for k in ("client_body", "proxy", "fastcgi",
+                                                           "uwsgi", "scgi"))  # fmt: skip
+    (temp / "nginx.conf").write_text(
+        f"daemon off; pid {temp}/nginx.pid; error_log {temp}/error.log;\n"
+        f"events {{ worker_connections 256; }}\n"
+        f"http {{ access_log off; {paths} include {temp}/maascp.conf; }}\n"
+    )
+    proxy_process = subprocess.Popen(
+        ["nginx", "-c", str(temp / "nginx.conf"), "-p", str(temp)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(f"http://127.0.0.1:{app}/health/live")
+        wait_for(f"http://127.0.0.1:{proxy}/health/live")
+        yield app, proxy
+    finally:
+        for process in (proxy_process, web):
+            process.terminate()
+            process.wait(timeout=20)
+
+
+def slow_clients(port: int) -> list[socket.socket]:
+    """Connections that send their headers and a little of a body they never finish."""
+    held = []
+    for _ in range(SLOW_CLIENTS):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(
+            b"POST /api/v1/node/report HTTP/1.1\r\nHost: cp\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"onb'
+        )
+        held.append(s)
+    time.sleep(1)  # let them be accepted and taken up
+    return held
+
+
+def health(port: int) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/health/live", timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def test_health_answers_through_the_proxy_while_twenty_clients_dribble(
+    stack: tuple[int, int],
+) -> None:
+    app, proxy = stack
+    held = slow_clients(proxy)
+    try:
+        assert health(proxy), "the proxy let slow bodies reach gunicorn's threads"
+    finally:
+        for s in held:
+            s.close()
+    held = slow_clients(app)
+    try:
+        assert not health(app), "straight to gunicorn the slow bodies should hold its threads"
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_behind_the_proxy_each_client_keeps_its_own_address(settings: Any) -> None:
+    """The per-address node limit counts the client, not the proxy: two addresses behind one
+    proxy are two buckets (X-Forwarded-For from the trusted proxy), and a forged header from
+    anyone else changes nothing."""
+    from django.test import RequestFactory
+
+    from maas_domain import throttling
+
+    factory = RequestFactory()
+    proxied = factory.get("/", REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_FOR="10.0.0.7")
+    direct = factory.get("/", REMOTE_ADDR="10.0.0.8", HTTP_X_FORWARDED_FOR="10.0.0.7")
+    settings.TRUSTED_PROXIES = (ipaddress.ip_network("10.9.9.9/32"),)
+    assert throttling.client_address(proxied) == "10.0.0.7"
+    assert throttling.client_address(direct) == "10.0.0.8"  # not our proxy: header ignored
