@@ -28,7 +28,7 @@ def test_a_batch_stays_within_the_engine_count_budgets() -> None:
         Scenario("budget", nodes=NODES, limit=NODES, scale=600.0, workers=4, pool="threads"),
         # the Redis DB this test process was given (each xdist worker its own): the stack
         # flushes it, and a fixed one would be shared with other runs on the machine
-        redis_db=int(urlsplit(settings.CELERY_BROKER_URL).path.strip("/") or 0),
+        redis_db=int(urlsplit(str(settings.CELERY_BROKER_URL)).path.strip("/") or 0),
         label="budget",
     )
     try:
