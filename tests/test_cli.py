@@ -20,6 +20,7 @@ from decommission.models import Decommission
 from maas_domain.models import AuditLog, IdempotencyRecord, Node, RoceAssignment
 from maas_domain.services.tokens import api_token_create
 from maas_simulator.node import NodeSide
+from maasctl import output
 from maasctl.main import app
 from onboarding.models import Onboarding, OnboardingBatch
 from tests.factories import make_node, make_profile, make_site, make_sku
@@ -34,6 +35,10 @@ def cli(live_server: Any, admin_user: Any, tmp_path: Path, monkeypatch: Any) -> 
     _, token = api_token_create(actor=None, user=admin_user, name="cli-test", scope="admin")
     monkeypatch.setenv("MAASCTL_CONFIG", str(tmp_path / "absent.toml"))
     env = {"MAASCTL_URL": live_server.url, "MAASCTL_TOKEN": token, "COLUMNS": "200"}
+    # rich fixes a console's width when it is built if COLUMNS is set then (an xdist worker has
+    # COLUMNS=80): wide, so that a long tmp_path does not wrap "file:line field: reason"
+    for console in (output.console, output.errors):
+        monkeypatch.setattr(console, "width", 200)
 
     def run(*argv: str, input: str | None = None, env_extra: dict[str, str] | None = None) -> Any:
         result = CliRunner().invoke(app, list(argv), env={**env, **(env_extra or {})},

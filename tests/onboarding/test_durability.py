@@ -175,6 +175,7 @@ def _done(batch_id: int) -> bool:
         return False
 
 
+@pytest.mark.serial  # restarts the machine's Redis and PostgreSQL: nothing else may run meanwhile
 @pytest.mark.skipif(os.geteuid() != 0, reason="restarts the machine's Redis and PostgreSQL")
 def test_batch_of_50_survives_worker_redis_and_postgres_restarts(
     flow_site: Flow, workers: Workers
