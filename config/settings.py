@@ -94,6 +94,10 @@ if (CELERY_BROKER_URL or "").startswith("filesystem"):
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        # A worker whose prefetch is full finds the folder "empty" and sleeps this long
+        # (kombu's default: 1 s), which capped the embedded broker at about two hand-offs a
+        # second per worker; a tenth of a second costs a directory listing per tick.
+        "polling_interval": 0.1,
     }
     _default_results = f"file://{DATA_DIR / 'results'}"
     (DATA_DIR / "results").mkdir(parents=True, exist_ok=True)

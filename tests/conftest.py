@@ -18,7 +18,7 @@ from tests.support.openbao import openbao, unsealed  # noqa: F401 (fixtures)
 from tests.support.recorder import recorder  # noqa: F401 (fixture)
 from tests.support.stages import bench  # noqa: F401 (fixture)
 from tests.support.tokens import bearer_token
-from tests.support.workers import workers  # noqa: F401 (fixture)
+from tests.support.workers import embedded_broker, workers  # noqa: F401 (fixtures)
 
 live.install()  # the live test server sets TCP_NODELAY (tests/support/live.py)
 # Password hashing at production strength costs ~1s per user; tests do not need it.

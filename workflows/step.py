@@ -21,7 +21,7 @@ from typing import Any, cast
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, PositiveSmallIntegerField, Q, Value, When
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -94,32 +94,58 @@ def run(kind_name: str, pk: int, dispatch: int) -> str:
 
 
 def claim(kind: WorkflowKind[M], pk: int, dispatch: int) -> tuple[M, str] | None:
-    """Take the lease of a runnable workflow for this dispatch, or None (stale or held)."""
+    """Take the lease of a runnable workflow for this dispatch, or None (stale or held).
+
+    A free lease is taken in one statement. A lease still held when it expired means the
+    execution holding it died (or stalled past it): the takeover counts it in ``lost_leases``
+    and says so on the timeline, naming the stage and the MAAS calls sent so far
+    (``stage.lost``), so an operator reading it knows what MAAS may have done unanswered."""
     owner = uuid.uuid4().hex
     now = timezone.now()
+    runnable = kind.model._default_manager.filter(
+        pk=pk, dispatch=dispatch, state__in=RUNNABLE_STATES
+    )
+    taking = {
+        "updated_at": now,
+        "lease_owner": owner,
+        "lease_expires_at": now + timedelta(seconds=lease_seconds()),
+        "stage_started_at": Coalesce(F("stage_started_at"), Value(now)),
+    }
     with transaction.atomic():
-        won = (
-            kind.model._default_manager.filter(pk=pk, dispatch=dispatch, state__in=RUNNABLE_STATES)
-            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
-            .update(
-                updated_at=now,
-                lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds()),
-                stage_started_at=Coalesce(F("stage_started_at"), Value(now)),
-                # a lease still held when it expired means the execution died with it
-                lost_leases=Case(
-                    When(~Q(lease_owner=""), then=F("lost_leases") + 1),
-                    default=F("lost_leases"),
-                    output_field=PositiveSmallIntegerField(),
-                ),
+        lost = False
+        free = Q(lease_owner="") & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+        if not runnable.filter(free).update(**taking):
+            lost = bool(
+                runnable.exclude(lease_owner="")
+                .filter(lease_expires_at__lte=now)
+                .update(**taking, lost_leases=F("lost_leases") + 1)
             )
-        )
-        if not won:
-            return None
+            if not lost:
+                return None
         wf = kind.load(pk)
+        if lost:
+            kind.add_event(wf, "stage.lost", lost_message(wf), stage=wf.stage, sent=sent_calls(wf))
         if wf.stage_started_at == now:  # this claim started the stage
             kind.add_event(wf, "stage.started", f"{wf.stage} started", stage=wf.stage)
     return wf, owner
+
+
+def sent_calls(wf: Workflow) -> dict[str, int]:
+    """The MAAS mutations this stage's executions announced before sending (the intent log
+    ``StageContext.heartbeat`` keeps): sent, maybe applied, maybe never answered."""
+    return dict((wf.stage_data or {}).get("sent", {}))
+
+
+def lost_message(wf: Workflow) -> str:
+    sent = sent_calls(wf)
+    calls = ", ".join(
+        f"{op} {'once' if n == 1 else f'{n} times'}" for op, n in sorted(sent.items())
+    )
+    return (
+        f"an execution of {wf.stage} ended without recording its result (its worker died or "
+        f"stalled past its lease); MAAS calls sent in this stage: {calls or 'none'}; the stage "
+        f"runs again and reads MAAS before sending any of them again"
+    )
 
 
 RERUN: Any = object()  # ``execute``'s answer when the row changed under the stage

@@ -49,7 +49,7 @@ def policy(flow: Flow, **values: Any) -> None:
 def test_reimage_redeploys_through_the_onboarding_stages(flow: Flow, node_side: NodeSide) -> None:
     node = active_node(flow, "r01", "10.40.0.1")
     sid = node.maas_system_id
-    wf = settle_decommission(decommission(flow, node, "reimage").pk, timeout=90)
+    wf = settle_decommission(decommission(flow, node, "reimage").pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason, kinds(wf))
     assert completed(wf) == ["preflight", "drain", "release", "redeploy", "complete"]
     assert (wf.erase_mode, wf.erased, wf.fallback_used) == ("quick", True, False)
@@ -81,7 +81,7 @@ def test_the_reimage_child_starts_like_any_onboarding(flow: Flow, node_side: Nod
     """The redeploy onboarding is started the one way every workflow is: its first timeline
     entry, an audit row, and a ``node.onboarding.started`` event before its ``completed``."""
     node = active_node(flow, "r02", "10.40.0.2")
-    wf = settle_decommission(decommission(flow, node, "reimage").pk, timeout=90)
+    wf = settle_decommission(decommission(flow, node, "reimage").pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason, kinds(wf))
     child = Onboarding.objects.get(pk=wf.reimage_onboarding_id)
     rows = list(
@@ -191,7 +191,7 @@ def test_erase_failure_fails_closed_by_default(flow: Flow) -> None:
 def test_a_stuck_erase_is_aborted_by_the_fallback(flow: Flow) -> None:
     policy(flow, release_fallback_allowed=True)
     node = active_node(flow, "e03", "10.40.0.8", faults={"release_stuck": True})
-    wf = settle_decommission(decommission(flow, node, "full").pk, timeout=90)
+    wf = settle_decommission(decommission(flow, node, "full").pk)
     # MAAS's own status monitor fails the erase that never reports back
     assert (wf.state, wf.failure_class) == ("manual_intervention", "erase_failed")
     assert wf.fallback_used

@@ -190,7 +190,7 @@ def test_kill_9_during_the_erase_wait(flow_site: Flow, workers: Workers) -> None
     )
     flow.sim.post(f"machines/{node.maas_system_id}/status", {"status": "ready"})
     workers.start()
-    wf = settle_decommission(wf.pk, timeout=90)
+    wf = settle_decommission(wf.pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason)
     assert flow.sim.count("machine.release", status=200) == 1  # not sent again
     node.refresh_from_db()

@@ -162,7 +162,7 @@ def test_prometheus_scrapes_the_running_stack_with_the_documented_configuration(
 ) -> None:
     binary("prometheus")
     flow.sim.add(hostname="unnamed-node", status="new", power_address="10.10.7.71")
-    wf = settle(start(flow, "c07u71", "10.10.7.71").pk, timeout=90)
+    wf = settle(start(flow, "c07u71", "10.10.7.71").pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason)
     _, token = api_token_create(actor=None, user=flow.admin, name="prometheus")
 

@@ -47,7 +47,7 @@ def test_an_onboarding_moves_workflow_stage_retry_and_maas_metrics(
         {"kind": "503", "count": 1, "method": "POST", "op": "commission", "retry_after": 1}
     )
     before = scrape()
-    wf = settle(start(flow, "c07u61", "10.10.7.61").pk, timeout=90)
+    wf = settle(start(flow, "c07u61", "10.10.7.61").pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason)
     after = scrape()
 
@@ -84,6 +84,6 @@ def test_a_stage_retry_decision_is_counted_by_its_classification(
     )
     labels = {"kind": "onboarding", "stage": "deploy", "classification": "datasource"}
     before = value(local(), "maascp_workflow_retries_total", **labels)
-    wf = settle(start(flow, "c07u62", "10.10.7.62").pk, timeout=90)
+    wf = settle(start(flow, "c07u62", "10.10.7.62").pk)
     assert wf.state == "succeeded", wf.reason
     assert value(local(), "maascp_workflow_retries_total", **labels) == before + 1

@@ -173,7 +173,7 @@ def test_datasource_failure_once_recovers_with_one_redeploy(
         power_address="10.10.7.38",
         faults={"deploy_datasource_failure": [1]},
     )
-    wf = settle(start(flow, "c07u38", "10.10.7.38").pk, timeout=60)
+    wf = settle(start(flow, "c07u38", "10.10.7.38").pk)
     assert wf.state == "succeeded", wf.reason
     assert flow.sim.mutations(sid) == [
         "machine.set_storage_layout",
@@ -192,7 +192,7 @@ def test_datasource_failure_twice_fails_with_its_class(flow: Flow, node_side: No
         power_address="10.10.7.39",
         faults={"deploy_datasource_failure": [1, 2]},
     )
-    wf = settle(start(flow, "c07u39", "10.10.7.39").pk, timeout=60)
+    wf = settle(start(flow, "c07u39", "10.10.7.39").pk)
     assert (wf.state, wf.failure_class) == ("failed", "datasource")
     decisions = list(wf.events.filter(kind="retry.decision").values_list("data", flat=True))
     assert [d["retry"] for d in decisions] == [True, False]
@@ -215,7 +215,7 @@ def test_stale_enrollment_token_is_refused(flow: Flow, node_side: NodeSide) -> N
     flow.site.policy = {**flow.site.policy, "stage_timeouts": {"enrollment": 10}}
     flow.site.save()
     flow.sim.add(hostname="c07u41", status="ready", power_address="10.10.7.41")
-    wf = settle(start(flow, "c07u41", "10.10.7.41").pk, timeout=60)
+    wf = settle(start(flow, "c07u41", "10.10.7.41").pk)
     assert [c["status"] for c in node_side.calls] == [403]
     assert (wf.state, wf.stage, wf.failure_class) == ("failed", "enrollment", "timeout")
     assert wf.events.filter(kind="enrollment.refused").count() == 1

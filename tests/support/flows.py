@@ -36,6 +36,8 @@ class Flow:
 
 
 def wait_until(predicate: Any, *, timeout: float = 30.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it is truthy; for a condition nothing else measures progress
+    toward (a workflow's progress: ``wait_progressing``)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -46,18 +48,69 @@ def wait_until(predicate: Any, *, timeout: float = 30.0, what: str = "condition"
         time.sleep(0.05)
 
 
-def require_redis(settings: Any) -> None:
-    if not settings.CELERY_BROKER_URL.startswith("redis"):
+STALL_SECONDS = 30.0  # the longest a moving workflow goes without writing its row (polls, leases)
+CEILING_SECONDS = 600.0  # a wait still "progressing" after this is a livelock
+
+
+def wait_progressing(
+    predicate: Any,
+    progress: Any,
+    *,
+    stall: float = STALL_SECONDS,
+    what: str = "condition",
+) -> Any:
+    """Poll ``predicate`` until it is truthy, for as long as ``progress()`` keeps changing: the
+    wait fails when it has not changed for ``stall`` seconds (saying what it last was), not at a
+    fixed deadline that a loaded machine misses or a stuck run waits out in full."""
+    started = moved = time.monotonic()
+    last: Any = object()
+    while True:
+        value = predicate()
+        if value:
+            return value
+        now = time.monotonic()
+        seen = progress()
+        if seen != last:
+            last, moved = seen, now
+        elif now - moved > stall:
+            raise AssertionError(f"no progress for {stall:.0f}s waiting for {what}; last: {last}")
+        if now - started > CEILING_SECONDS:
+            raise AssertionError(f"still moving after {CEILING_SECONDS:.0f}s: {what}; last: {last}")
+        time.sleep(0.05)
+
+
+def footprint(model: Any, **rows: Any) -> Any:
+    """What a workflow's progress looks like: its states and stages, its claims and heartbeats
+    (lease owner and expiry), its polls (the next check) and its timeline. Not ``updated_at``
+    or ``dispatch``: the sweep re-sends an unclaimed workflow every few seconds, which moves
+    both while nothing runs it, and must not count as progress."""
+    from django.db.models import Count, Max
+
+    found = model.objects.filter(**rows)
+    return (
+        tuple(found.values_list("state", "stage").annotate(n=Count("id")).order_by("state", "stage")),
+        found.aggregate(
+            lease=Max("lease_expires_at"), check=Max("next_check_at"), events=Count("events")
+        ),
+    )  # fmt: skip
+
+
+def fresh_broker(settings: Any) -> None:
+    """Empty the test broker: Redis (``make check``'s), or the embedded default's filesystem
+    broker (``tests/support/workers.py``'s ``embedded_broker``: a new folder per test)."""
+    url = str(settings.CELERY_BROKER_URL)
+    if url.startswith("redis"):
+        redis.Redis.from_url(url).flushdb()
+    elif not url.startswith("filesystem"):
         pytest.fail("whole-workflow tests need Redis: run `make check` or set the broker URL")
 
 
 @pytest.fixture
 def sweeper(transactional_db: None, settings: Any) -> Iterator[None]:
     """Beat stand-in: the sweep every 0.3 s (short lease and grace so recovery is quick)."""
-    require_redis(settings)
     settings.WORKFLOW_LEASE_SECONDS = 3
     settings.WORKFLOW_DISPATCH_GRACE_SECONDS = 3
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    fresh_broker(settings)
     stop = threading.Event()
 
     def beat() -> None:
@@ -158,18 +211,44 @@ def start(flow: Flow, hostname: str, ipmi_ip: str, **kw: Any) -> Any:
 def settle(
     pk: int,
     states: tuple[str, ...] = ("succeeded", "failed", "cancelled"),
-    timeout: float = 60.0,
+    stall: float = STALL_SECONDS,
     model: Any = None,
 ) -> Any:
-    """Wait until workflow ``pk`` (an onboarding unless ``model`` says) is in one of ``states``."""
+    """Wait until workflow ``pk`` (an onboarding unless ``model`` says) is in one of ``states``,
+    for as long as it keeps moving (``wait_progressing``)."""
     from onboarding.models import Onboarding
 
     model = model or Onboarding
-    return wait_until(
+    return wait_progressing(
         lambda: (wf := model.objects.get(pk=pk)).state in states and wf,
-        timeout=timeout,
+        lambda: footprint(model, pk=pk),
+        stall=stall,
         what=f"{model._meta.model_name} {pk} in {states}",
     )
+
+
+# What an onboarding has MAAS do to a machine, by the status it starts in: each exactly once,
+# however often its executions die, are duplicated or are lost (tests/onboarding/test_durability.py)
+ONBOARDING_MUTATIONS = {
+    "new": ("machine.commission", "machine.set_storage_layout", "machine.deploy"),
+    "ready": ("machine.set_storage_layout", "machine.deploy"),
+}
+
+
+def assert_mutations_once(
+    sim: Sim, expected: dict[str, tuple[str, ...]], *, only: bool = True
+) -> None:
+    """MAAS applied no mutation twice to any machine, and to each machine of ``expected``
+    (system id → operations) exactly its operations; with ``only``, nothing to any other."""
+    applied = sim.applied()
+    twice = {key: n for key, n in applied.items() if n > 1}
+    assert not twice, f"applied more than once (operation, machine): {twice}"
+    for sid, operations in expected.items():
+        got = sorted(op for op, machine in applied if machine == sid)
+        assert got == sorted(operations), (sid, got)
+    if only:
+        others = {key for key in applied if key[1] not in expected}
+        assert not others, f"mutations of machines no workflow here owns: {others}"
 
 
 def active_node(flow: Flow, hostname: str, ipmi_ip: str, **machine: Any) -> Any:
@@ -204,8 +283,8 @@ def decommission(flow: Flow, node: Any, mode: str, **kw: Any) -> Any:
 def settle_decommission(
     pk: int,
     states: tuple[str, ...] = ("succeeded", "failed", "cancelled", "manual_intervention"),
-    timeout: float = 60.0,
+    stall: float = STALL_SECONDS,
 ) -> Any:
     from decommission.models import Decommission
 
-    return settle(pk, states, timeout, model=Decommission)
+    return settle(pk, states, stall, model=Decommission)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -54,6 +55,12 @@ class Sim:
         """Non-GET MAAS calls, in order, as ``action`` names (e.g. ``machine.deploy``)."""
         rows = requests.get(self.control + "counters", timeout=10).json()["mutations"]
         return [r["action"] for r in rows if system_id is None or r["system_id"] == system_id]
+
+    def applied(self) -> Counter[tuple[str, str]]:
+        """Every mutation MAAS applied (answered 2xx), counted by (operation, machine): what a
+        durability test holds to exactly once each."""
+        rows = requests.get(self.control + "counters", timeout=10).json()["mutations"]
+        return Counter((r["action"], r["system_id"]) for r in rows if 200 <= r["status"] < 300)
 
     def sent(self, action: str, system_id: str | None = None) -> list[dict[str, Any]]:
         """The parameters of each ``action`` MAAS received (recorded by the control endpoint:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kombu.pools
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -66,3 +67,44 @@ def workers(sweeper: None, flow_site: Flow, live_server: Any) -> Iterator[Worker
     pool = Workers(live_server.url)
     yield pool
     pool.stop_all()
+
+
+@pytest.fixture
+def embedded_broker(
+    tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """The embedded default's broker for this test, in this process and in the worker processes
+    (``Workers`` started after it): kombu's filesystem transport under a new data folder, laid
+    out as config/settings.py lays it out for ``MAASCP_BROKER_URL=filesystem://``. Request it
+    before ``workers``."""
+    from config import celery_app
+
+    folders = {sub: tmp_path / "broker" / sub for sub in ("queue", "processed", "control")}
+    for folder in folders.values():
+        folder.mkdir(parents=True)
+    options = {
+        "data_folder_in": str(folders["queue"]),
+        "data_folder_out": str(folders["queue"]),
+        "processed_folder": str(folders["processed"]),
+        "control_folder": str(folders["control"]),
+        "store_processed": False,
+        "polling_interval": 0.1,  # as config/settings.py sets it for this broker
+    }
+    saved = (celery_app.conf.broker_url, celery_app.conf.broker_transport_options)
+
+    def use(url: str, transport_options: dict[str, Any]) -> None:
+        celery_app.conf.broker_url = url
+        celery_app.conf.broker_transport_options = transport_options
+        # The app's connection and producer pools live in kombu's process-wide registry, keyed
+        # by broker: closing one there leaves it registered and closed ("Acquire on closed
+        # pool" for every later send). reset() closes them all and empties the registry, so
+        # the next send makes a new pool for whichever broker the app now names.
+        kombu.pools.reset()
+        celery_app._pool = None
+        celery_app.amqp._producer_pool = None
+
+    use("filesystem://", options)
+    settings.CELERY_BROKER_URL = "filesystem://"
+    monkeypatch.setenv("MAASCP_DATA_DIR", str(tmp_path))  # the workers' settings find it there
+    yield tmp_path
+    use(*saved)

@@ -139,11 +139,40 @@ def test_a_held_lease_is_not_taken_until_it_expires(running: Any, script: Script
     claimed = step.claim(KINDS["fake"], wf.pk, wf.dispatch)
     assert claimed is not None
     assert step.claim(KINDS["fake"], wf.pk, wf.dispatch) is None  # held, not expired
+    assert kinds_of(wf) == ["workflow.created", "stage.started"]  # a free lease: no loss
     FakeWorkflow.objects.filter(pk=wf.pk).update(lease_expires_at=timezone.now())
     again = step.claim(KINDS["fake"], wf.pk, wf.dispatch)
     assert again is not None
     assert again[0].lost_leases == 1  # the first execution died holding it
-    assert kinds_of(wf) == ["workflow.created", "stage.started"]  # started once
+    assert kinds_of(wf) == ["workflow.created", "stage.started", "stage.lost"]  # started once
+
+
+def test_a_lost_execution_says_on_the_timeline_which_stage_and_which_calls_it_sent(
+    running: Any,
+) -> None:
+    wf = running()
+    kind = KINDS["fake"]
+    assert step.claim(kind, wf.pk, wf.dispatch) is not None
+    FakeWorkflow.objects.filter(pk=wf.pk).update(
+        lease_expires_at=timezone.now(), stage_data={"sent": {"deploy": 1, "set_storage_layout": 2}}
+    )
+    assert step.claim(kind, wf.pk, wf.dispatch) is not None
+    lost = FakeEvent.objects.get(fake=wf, kind="stage.lost")
+    assert (lost.stage, lost.data["sent"]) == ("first", {"deploy": 1, "set_storage_layout": 2})
+    assert "an execution of first ended without recording its result" in lost.message
+    assert "deploy once, set_storage_layout 2 times" in lost.message
+    # the next loss of the same stage is said again; a claim of a free lease says nothing
+    FakeWorkflow.objects.filter(pk=wf.pk).update(lease_expires_at=timezone.now(), stage_data={})
+    assert step.claim(kind, wf.pk, wf.dispatch) is not None
+    assert FakeEvent.objects.filter(fake=wf, kind="stage.lost").count() == 2
+    assert "MAAS calls sent in this stage: none" in (
+        FakeEvent.objects.filter(fake=wf, kind="stage.lost").latest("id").message
+    )
+    FakeWorkflow.objects.filter(pk=wf.pk).update(lease_owner="", lease_expires_at=None)
+    assert step.claim(kind, wf.pk, wf.dispatch) is not None
+    assert FakeEvent.objects.filter(fake=wf, kind="stage.lost").count() == 2
+    wf.refresh_from_db()
+    assert wf.lost_leases == 2
 
 
 # -- recording each result -------------------------------------------------------------------------
