@@ -10,9 +10,9 @@ state-changing admin operation, refused (as an unknown parameter) everywhere els
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -44,10 +44,24 @@ class Accepted:
     repeatable: frozenset[str] = frozenset()
 
 
-@cache
+_table: dict[tuple[Callable[..., Any], str], Accepted] | None = None
+_building = threading.Lock()
+
+
 def documented() -> dict[tuple[Callable[..., Any], str], Accepted]:
     """(view callable, HTTP method) → what the operation's OpenAPI entry declares. Built once
-    per process from the same generator that serves the document."""
+    per process from the same generator that serves the document, by one thread: a web
+    process's threads take their first requests at once, and drf-spectacular's generator is
+    not safe to run in two threads together (it answered 500s under the engine budget test)."""
+    global _table
+    if _table is None:
+        with _building:
+            if _table is None:
+                _table = _build()
+    return _table
+
+
+def _build() -> dict[tuple[Callable[..., Any], str], Accepted]:
     from drf_spectacular.generators import SchemaGenerator
 
     table: dict[tuple[Callable[..., Any], str], Accepted] = {}

@@ -199,3 +199,33 @@ def test_an_unconfirmed_maas_address_is_a_409_not_an_outage(api: APIClient, sim:
     assert "confirm_maas_url" in response.json()["detail"]
     details = api.get(f"/api/v1/admin/onboardings/{wf.pk}?diagnostics=refresh").json()
     assert details["diagnostics"]["detail"].startswith("credentials unconfirmed")
+
+
+def test_the_table_of_declared_parameters_is_built_once_whatever_the_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A web process's threads take their first requests together; drf-spectacular's generator
+    run in two of them at once answered 500s (the engine budget test saw it): one builds, the
+    others wait for its table."""
+    import threading
+    import time
+
+    from maas_domain.api import query
+
+    builds: list[int] = []
+
+    def slow_build() -> dict[Any, Any]:
+        builds.append(threading.get_ident())
+        time.sleep(0.05)  # long enough for every thread to arrive while the first builds
+        return {("view", "GET"): query.Accepted(frozenset({"site"}))}
+
+    monkeypatch.setattr(query, "_table", None)
+    monkeypatch.setattr(query, "_build", slow_build)
+    tables: list[Any] = []
+    threads = [threading.Thread(target=lambda: tables.append(query.documented())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1
+    assert len(tables) == 8 and all(t is tables[0] for t in tables)
