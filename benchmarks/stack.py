@@ -72,6 +72,7 @@ class Result:
     cpu: dict[str, float] = field(default_factory=dict)
     rss_mb: dict[str, float] = field(default_factory=dict)
     recovery: dict[str, Any] = field(default_factory=dict)
+    failures: list[tuple[str, str, str, str]] = field(default_factory=list)  # host, stage, class, why
 
     @property
     def n(self) -> int:
@@ -320,6 +321,13 @@ class Stack:
         result.states = dict(
             self.db_rows("SELECT state, count(*) FROM node_onboardings GROUP BY 1")
         )
+        result.failures = [
+            (str(h), str(st), str(fc), str(r)[:300])
+            for h, st, fc, r in self.db_rows(
+                "SELECT hostname, stage, failure_class, reason FROM node_onboardings "
+                "WHERE state <> 'succeeded' ORDER BY hostname"
+            )
+        ]
         result.durations = [
             float(r[0])
             for r in self.db_rows(
@@ -408,6 +416,11 @@ class Stack:
             rss[kind] = max(rss.get(kind, 0.0), body["max_rss_kb"] / 1024)
         result.statements, result.tasks = dict(statements), dict(tasks)
         result.cpu, result.rss_mb = dict(cpu), rss
+
+    def log_tail(self, name: str, chars: int = 3000) -> str:
+        """The end of one process's log (``web``, ``worker``, ``beat``, ``simulator``)."""
+        path = self.dir / f"{name}.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
     def teardown(self) -> None:
         self.stop()

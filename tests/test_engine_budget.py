@@ -33,9 +33,10 @@ def test_a_batch_stays_within_the_engine_count_budgets() -> None:
     )
     try:
         result = stack.run_batch(stack.setup())
+        web_log = stack.log_tail("web")
     finally:
         stack.teardown()
-    assert result.states == {"succeeded": NODES}, result.states
+    assert result.states == {"succeeded": NODES}, (result.states, result.failures, web_log)
     per_node = {
         "maas_requests": result.per_node(sum(result.maas_by_operation.values())),
         "celery_messages": result.per_node(sum(result.tasks.values())),

@@ -208,7 +208,7 @@ def test_disallowed_verb_is_409_with_allowed_verbs_and_changes_nothing(api: APIC
     assert not AuditLog.objects.exists()
     assert verb(api, 424242, "retry").status_code == 404
     assert api.post(f"{URL}/{wf.pk}/explode", {}, format="json").status_code == 404
-    assert verb(api, wf.pk, "rerun", {"force": True}).status_code == 400
+    assert verb(api, wf.pk, "rerun", {"forced": True}).status_code == 400  # unknown field
 
 
 @pytest.mark.django_db
