@@ -16,6 +16,7 @@ from typing import Any
 from maas_simulator import api_interfaces as ifc
 from maas_simulator import api_machines as mach
 from maas_simulator import api_network as net
+from maas_simulator import api_nodedevices as nodedev
 from maas_simulator import api_site as site
 from maas_simulator import api_storage as sto
 from maas_simulator.errors import ApiError
@@ -399,6 +400,19 @@ RESOURCES = [
         ],
         aliases=(f"{NODE}volume-groups/{{id}}/",),
     ),
+    Resource(
+        "NodeDevicesHandler",
+        f"{NODE}devices/",
+        [A("read", "GET", None, nodedev.nodedevices_list, perm="view")],
+    ),
+    Resource(
+        "NodeDeviceHandler",
+        f"{NODE}devices/{{id}}/",
+        [
+            A("read", "GET", None, nodedev.nodedevice_read, perm="view"),
+            A("delete", "DELETE", None, nodedev.nodedevice_delete, admin=True, perm="view"),
+        ],
+    ),
     Resource("EventsHandler", f"{P}events/", [A("query", "GET", "query", site.events_query)]),
     Resource(
         "NodeScriptResultsHandler", f"{NODE}results/", [A("read", "GET", None, site.results_list)]
@@ -430,8 +444,6 @@ UNSIMULATED = [
         r"nodes/[^/]+/bcache-cache-set/[^/]+/",
         r"nodes/[^/]+/vmfs-datastores/",
         r"nodes/[^/]+/vmfs-datastore/[^/]+/",
-        r"nodes/[^/]+/devices/",
-        r"nodes/[^/]+/devices/[^/]+/",
         r"nodes/[^/]+/",
         r"nodes/",
         r"regioncontrollers/[^/]+/",

@@ -546,6 +546,9 @@ LLDP_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<lldp label="LLDP neighbors"
 
 
 def lshw_xml(m: Machine) -> str:
+    """A small ``lshw -xml``: system, CPU, memory, disks, NICs, and the display-class PCI
+    functions (GPUs and the BMC's VGA) as lshw lists them (``class="display"``)."""
+    info = m.hardware_info
     disks = "".join(
         f'<node id="disk" class="disk"><logicalname>/dev/{escape(d.name)}</logicalname>'
         f"<product>{escape(d.model or '')}</product><serial>{escape(d.serial or '')}</serial>"
@@ -558,14 +561,24 @@ def lshw_xml(m: Machine) -> str:
         for i in m.interfaces
         if i.type == "physical"
     )
+    displays = "".join(
+        f'<node id="display" class="display"><product>{escape(d.product_name)}</product>'
+        f"<vendor>{escape(d.vendor_name)}</vendor>"
+        f"<businfo>pci@{escape(d.pci_address or '')}</businfo></node>"
+        for d in m.node_devices
+        if d.hardware_type == 5
+    )
     return (
         '<?xml version="1.0" standalone="yes" ?>\n<list>\n'
-        f'<node id="{escape(m.hostname)}" class="system"><product>SYS-821GE-TNHR</product>'
-        f"<vendor>Supermicro</vendor><serial>{escape(m.hardware_uuid[-12:])}</serial>"
+        f'<node id="{escape(m.hostname)}" class="system">'
+        f"<product>{escape(info.get('system_product', ''))}</product>"
+        f"<vendor>{escape(info.get('system_vendor', ''))}</vendor>"
+        f"<serial>{escape(info.get('system_serial', ''))}</serial>"
         f'<node id="core" class="bus"><node id="cpu" class="processor">'
-        f"<product>Intel(R) Xeon(R) Platinum 8480+</product></node>"
+        f"<product>{escape(info.get('cpu_model', ''))}</product></node>"
         f'<node id="memory" class="memory"><size units="bytes">{m.memory * 1024 * 1024}</size>'
-        f"</node>{disks}{nics}</node></node>\n</list>\n"
+        f'</node><node id="pci" class="bridge">{displays}</node>{disks}{nics}</node></node>\n'
+        "</list>\n"
     )
 
 

@@ -52,6 +52,14 @@ class MachineFaults:
     pxe_wrong_subnet: int | None = None  # subnet id the boot interface lands on instead
     enlist_on_power_cycle: bool = False  # an unknown machine appears (NEW) once powered
     node_network_unreachable: bool = False  # URL checks of testing scripts time out (testing.py)
+    # hardware (docs/simulator.md, "Machine faults")
+    gpu_missing: int = 0  # commissioning finds this many fewer GPUs: off the bus
+    nic_slow: dict[str, int] = field(default_factory=dict)  # NIC name → negotiated Mbit/s
+    script_fails: list[str] = field(default_factory=list)  # testing scripts that exit 1
+    script_hangs: list[str] = field(default_factory=list)  # testing scripts that never report
+    gpu_lost_after_deploy: int = 0  # the first hardware sync after deploy finds fewer GPUs
+    hw_sync_stops: bool = False  # no hardware sync after deploy's first stamp
+    erase_fails: list[str] = field(default_factory=list)  # disks (kernel names) wipe-disks fails
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MachineFaults:
@@ -59,7 +67,19 @@ class MachineFaults:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown machine faults: {sorted(unknown)}")
-        return cls(**data)
+        fault = cls(**data)
+        for name in ("gpu_missing", "gpu_lost_after_deploy"):
+            if not isinstance(getattr(fault, name), int) or getattr(fault, name) < 0:
+                raise ValueError(f"machine fault {name} must be a count (0 or more)")
+        if not isinstance(fault.nic_slow, dict) or not all(
+            isinstance(v, int) and v >= 0 for v in fault.nic_slow.values()
+        ):
+            raise ValueError("machine fault nic_slow maps NIC names to Mbit/s")
+        for name in ("script_fails", "script_hangs", "erase_fails"):
+            value = getattr(fault, name)
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"machine fault {name} must be a list of names")
+        return fault
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -47,12 +47,13 @@ class Interface:
     mtu: int | None = None  # params.mtu; the VLAN's MTU applies when unset
     tags: list[str] = field(default_factory=list)
     link_connected: bool = True
-    interface_speed: int = 100000
-    link_speed: int = 100000
+    interface_speed: int = 25000
+    link_speed: int = 25000
     numa_node: int = 0
-    vendor: str | None = "Mellanox Technologies"
-    product: str | None = "MT2892 Family [ConnectX-6 Dx]"
-    firmware_version: str | None = "22.36.1010"
+    sriov_max_vf: int = 0
+    vendor: str | None = "Intel Corporation"
+    product: str | None = "Ethernet Controller E810-XXV for SFP"
+    firmware_version: str | None = "4.40 0x8001c967 1.3534.0"
     commissioned: dict[str, Any] = field(default_factory=dict)  # restored by restore_*
 
     def snapshot(self) -> None:
@@ -130,7 +131,7 @@ def interface_json(
         "interface_speed": iface.interface_speed,
         "link_speed": iface.link_speed if iface.link_connected else 0,
         "numa_node": iface.numa_node,
-        "sriov_max_vf": 0,
+        "sriov_max_vf": iface.sriov_max_vf,
         "resource_uri": f"{API_PREFIX}nodes/{system_id}/interfaces/{iface.id}/",
     }
 

@@ -22,6 +22,7 @@ from typing import Any
 from maas_client.status import FAILURE_OF, NodeStatus
 from maas_simulator.clock import Clock, Scheduler
 from maas_simulator.faults import MachineFaults
+from maas_simulator.hardware import NicSpec
 from maas_simulator.interfaces import (
     Interface,
     Link,
@@ -30,6 +31,7 @@ from maas_simulator.interfaces import (
     release_ip,
     remove_interface,
 )
+from maas_simulator.inventory import Change, read_hardware
 from maas_simulator.network import Network, Subnet
 from maas_simulator.nodes import (
     BootResource,
@@ -135,6 +137,7 @@ class Simulator:
             "default_storage_layout": "flat",
         }
         self._ids = itertools.count(1)
+        self._device_ids = itertools.count(1)  # node devices: a table of their own in MAAS
         self._events = itertools.count(1)
         self.new_uuid = new_uuid_factory(self.rng)
         self._scheduler: Scheduler[Step] = Scheduler()
@@ -165,6 +168,9 @@ class Simulator:
     # -- ids, clock, scheduling -------------------------------------------------------------
     def new_id(self) -> int:
         return next(self._ids)
+
+    def new_device_id(self) -> int:
+        return next(self._device_ids)
 
     def new_system_id(self) -> str:
         alphabet = string.ascii_lowercase + string.digits
@@ -358,6 +364,10 @@ class Simulator:
             self.add_interfaces(m, self._default_nics(n, mac_addresses))
         if discovered or status not in (S.NEW, S.COMMISSIONING, S.FAILED_COMMISSIONING):
             self.discover(m)
+        else:  # MAAS knows the MACs it was given, nothing of the NICs behind them
+            for iface in m.interfaces:
+                iface.vendor = iface.product = iface.firmware_version = None
+                iface.interface_speed = iface.link_speed = 0
         if status not in (S.NEW, S.COMMISSIONING, S.FAILED_COMMISSIONING):
             # Seeded past commissioning: it passed once; storage and networking were set up
             # after it.
@@ -403,27 +413,38 @@ class Simulator:
                 vlan_id = self.subnets[subnet_id].vlan_id
             elif vlan_id is not None and vlan_id not in self.net.vlans:
                 raise ValueError(f"interface {spec['name']}: unknown VLAN {vlan_id}")
-            node.interfaces.append(
-                Interface(
-                    id=self.new_id(),
-                    name=spec["name"],
-                    mac_address=spec["mac_address"].lower(),
-                    cable_vlan_id=vlan_id,
-                    cable_subnet_id=subnet_id,
-                    connected=bool(spec.get("connected", True)),
-                    link_connected=bool(spec.get("connected", True)),
-                    interface_speed=int(spec.get("speed", 100000)),
-                    link_speed=int(spec.get("speed", 100000)),
-                )
+            nic = nic_spec(spec)
+            connected = bool(spec.get("connected", True))
+            iface = Interface(
+                id=self.new_id(),
+                name=spec["name"],
+                mac_address=spec["mac_address"].lower(),
+                cable_vlan_id=vlan_id,
+                cable_subnet_id=subnet_id,
+                connected=connected,
+                link_connected=connected,
+                interface_speed=nic.rated,
+                link_speed=nic.speed if connected else 0,
+                numa_node=nic.numa_node,
+                sriov_max_vf=nic.sriov_max_vf,
+                vendor=nic.vendor,
+                product=nic.product,
+                firmware_version=nic.firmware_version,
             )
+            node.interfaces.append(iface)
+            if isinstance(node, Machine):
+                node.hardware.nics[iface.mac_address] = nic
 
-    def discover(self, m: Machine, *, storage: bool = True) -> None:
+    def discover(self, m: Machine, *, storage: bool = True) -> list[Change]:
         """What commissioning (or enlistment) tells MAAS: CPUs, memory, disks (not with
-        ``skip_storage``, whose hook leaves the block devices alone), and the VLAN each
-        connected NIC is on (a new fabric for a network MAAS does not know)."""
+        ``skip_storage``, whose hook leaves the block devices alone), NUMA nodes,
+        ``hardware_info``, the NICs' attributes and the VLAN each connected NIC is on (a new
+        fabric for a network MAAS does not know), and the node devices (returns what changed
+        among them)."""
         m.cpu_count, m.memory = m.hardware.cpu_count, m.hardware.memory
         if storage:
             self._discover_disks(m)
+        changes = read_hardware(m, self.new_device_id)
         for iface in m.interfaces:
             iface.link_connected = iface.connected
             if iface.connected and iface.cable_vlan_id is None:
@@ -436,6 +457,7 @@ class Simulator:
                     iface.vlan_id = iface.cable_vlan_id
             iface.snapshot()
         m.touch(self.now())
+        return changes
 
     def _discover_disks(self, m: Machine) -> None:
         """Disks keep their ids across commissionings (MAAS matches them by serial)."""
@@ -450,7 +472,7 @@ class Simulator:
             device.block_size = int(spec.get("block_size", 512))
             device.model = spec.get("model")
             device.serial = spec.get("serial")
-            device.id_path = spec.get("id_path")
+            device.id_path = spec.get("id_path") or id_path(spec)
             device.firmware_version = spec.get("firmware_version")
             device.numa_node = int(spec.get("numa_node", 0))
             device.tags = sorted(set(device.tags) | set(spec.get("tags") or []))
@@ -560,3 +582,24 @@ class Simulator:
                     r.status, r.ended, r.output = (2 if passed else 3), self.now(), output
                     r.exit_status = 0 if passed else 1
                 return
+
+
+def nic_spec(spec: dict[str, Any]) -> NicSpec:
+    """A NIC's hardware from its scenario spec (docs/simulator.md, "Hardware")."""
+    nic = NicSpec()
+    for key in ("speed", "interface_speed", "numa_node", "sriov_max_vf"):
+        if spec.get(key) is not None:
+            setattr(nic, key, int(spec[key]))
+    for key in ("vendor", "product", "firmware_version", "pci_address"):
+        if spec.get(key) is not None:
+            setattr(nic, key, str(spec[key]))
+    return nic
+
+
+def id_path(spec: dict[str, Any]) -> str:
+    """``/dev/disk/by-id/…`` from the model and serial, ``/dev/<name>`` without a serial."""
+    if not spec.get("serial"):
+        return f"/dev/{spec['name']}"
+    bus = "nvme" if str(spec["name"]).startswith("nvme") else "ata"
+    model = "_".join(str(spec.get("model") or "").split())
+    return f"/dev/disk/by-id/{bus}-{model}_{spec['serial']}"

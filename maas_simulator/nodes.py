@@ -10,6 +10,7 @@ from typing import Any
 
 from maas_client.status import NodeStatus
 from maas_simulator.faults import MachineFaults
+from maas_simulator.hardware import GpuSpec, HardwareInfo, NicSpec, NodeDevice
 from maas_simulator.interfaces import Interface
 from maas_simulator.storage import Storage
 from maas_simulator.users import Event
@@ -65,6 +66,13 @@ class Hardware:
     cpu_count: int = 128
     memory: int = 2 * 1024 * 1024  # MiB
     disks: list[dict[str, Any]] | None = None  # None: the default GPU server's disks
+    gpus: GpuSpec = field(default_factory=GpuSpec)
+    bmc_vga: bool = True  # the BMC's VGA function (ASPEED), also a PCI display device
+    nvswitches: int | None = None  # None: 4 with NVIDIA GPUs, else none
+    numa_nodes: int = 2
+    info: HardwareInfo = field(default_factory=HardwareInfo)
+    nics: dict[str, NicSpec] = field(default_factory=dict)  # by MAC address
+    gpus_lost: int = 0  # GPUs that fell off the bus since (gpu_lost_after_deploy)
 
 
 @dataclass
@@ -94,6 +102,10 @@ class Machine:
     enable_hw_sync: bool = False
     last_sync: float | None = None
     sync_interval: int | None = None
+    # what commissioning told MAAS beyond CPUs, memory, disks and NICs
+    hardware_info: dict[str, str] = field(default_factory=dict)  # empty: all "Unknown"
+    numa_nodes: int = 1  # MAAS always has NUMA node 0
+    node_devices: list[NodeDevice] = field(default_factory=list)
     user_data: bytes | None = None
     owner_data: dict[str, str] = field(default_factory=dict)
     locked: bool = False

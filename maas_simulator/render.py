@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from maas_client.status import LABELS
+from maas_simulator.hardware import UNKNOWN_HARDWARE_INFO
 from maas_simulator.interfaces import Interface, default_gateways, interface_json
 from maas_simulator.model import Simulator
 from maas_simulator.network import API_PREFIX
@@ -121,40 +122,8 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         "current_commissioning_result_id": current_set_id(m, 0),
         "current_testing_result_id": current_set_id(m, 2),
         "current_installation_result_id": current_set_id(m, 1),
-        "hardware_info": {
-            "system_vendor": "Supermicro",
-            "system_product": "SYS-821GE-TNHR",
-            "system_family": "Unknown",
-            "system_version": "Unknown",
-            "system_sku": "Unknown",
-            "system_serial": m.hardware_uuid[-12:],
-            "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
-            "mainboard_vendor": "Supermicro",
-            "mainboard_product": "X13DEG-OAD",
-            "mainboard_serial": "Unknown",
-            "mainboard_version": "Unknown",
-            "mainboard_firmware_vendor": "American Megatrends International, LLC.",
-            "mainboard_firmware_date": "Unknown",
-            "mainboard_firmware_version": "2.1",
-            "chassis_vendor": "Supermicro",
-            "chassis_type": "Rack Mount Chassis",
-            "chassis_serial": "Unknown",
-            "chassis_version": "Unknown",
-        },
-        "numanode_set": [
-            {
-                "index": 0,
-                "cores": list(range(m.cpu_count // 2)),
-                "memory": m.memory // 2,
-                "hugepages_set": [],
-            },
-            {
-                "index": 1,
-                "cores": list(range(m.cpu_count // 2, m.cpu_count)),
-                "memory": m.memory // 2,
-                "hugepages_set": [],
-            },
-        ],
+        "hardware_info": m.hardware_info or dict(UNKNOWN_HARDWARE_INFO),
+        "numanode_set": numanode_set(m),
         "bios_boot_method": "uefi",
         "last_sync": iso_ms(m.last_sync),
         "next_sync": iso_ms(next_sync),
@@ -180,6 +149,18 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         data[f"{prefix}_status"] = status
         data[f"{prefix}_status_name"] = SCRIPT_STATUS.get(status, "Unknown")
     return data
+
+
+def numanode_set(m: Machine) -> list[dict[str, Any]]:
+    """The NUMA nodes commissioning recorded, CPUs and memory split between them (node 0 only,
+    empty, before); hugepages only come from a deployed machine's data."""
+    count = max(m.numa_nodes, 1)
+    nodes = []
+    for i in range(count):
+        cores = range(i * m.cpu_count // count, (i + 1) * m.cpu_count // count)
+        memory = m.memory // count + (m.memory % count if i == count - 1 else 0)
+        nodes.append({"index": i, "cores": list(cores), "memory": memory, "hugepages_set": []})
+    return nodes
 
 
 def zone_json(sim: Simulator, name: str) -> dict[str, Any]:

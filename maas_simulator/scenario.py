@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import yaml
 from maas_client.status import NodeStatus
 from maas_simulator.errors import ApiError
 from maas_simulator.faults import MachineFaults, RequestFault
+from maas_simulator.hardware import HARDWARE_INFO_KEYS, GpuSpec, HardwareInfo
 from maas_simulator.interface_forms import create_bond
 from maas_simulator.interfaces import Link
 from maas_simulator.model import IP_HOLDING_STATUSES, Simulator
@@ -67,8 +69,30 @@ MACHINE_FIELDS = {
     "agent_name",
     "storage_layout",
     "bonds",
+    "gpus",
+    "bmc_vga",
+    "nvswitches",
+    "numa_nodes",
+    "hardware_info",
 }
-INTERFACE_FIELDS = {"name", "mac_address", "subnet", "vlan", "connected", "speed"}
+INTERFACE_FIELDS = {
+    "name",
+    "mac_address",
+    "subnet",
+    "vlan",
+    "connected",
+    "speed",
+    "interface_speed",
+    "vendor",
+    "product",
+    "firmware_version",
+    "numa_node",
+    "sriov_max_vf",
+    "pci_address",
+}
+GPU_FIELDS = {"count", "vendor_id", "product_id", "vendor_name", "product_name", "numa_nodes"}
+HEX4 = re.compile(r"^[0-9a-fA-F]{4}$")
+BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 BOND_FIELDS = {
     "name",
     "parents",
@@ -146,6 +170,62 @@ def _disks(specs: list[dict[str, Any]], hostname: str) -> list[dict[str, Any]]:
     return [dict(s) for s in specs]
 
 
+def _check_nic(spec: dict[str, Any], hostname: str, numa: int) -> None:
+    where = f"machine {hostname!r}: interface {spec.get('name')!r}"
+    for key in ("speed", "interface_speed", "sriov_max_vf"):
+        if key in spec and (not isinstance(spec[key], int) or spec[key] < 0):
+            raise ValueError(f"{where}: {key} must be a whole number (Mbit/s, VFs)")
+    if not 0 <= int(spec.get("numa_node", 0)) < numa:
+        raise ValueError(f"{where}: numa_node must be below numa_nodes ({numa})")
+    if "pci_address" in spec and not BDF.match(str(spec["pci_address"])):
+        raise ValueError(f"{where}: pci_address must look like 0000:31:00.0")
+
+
+def _hardware(spec: dict[str, Any], hostname: str) -> Hardware:
+    """The machine's hardware: CPUs, memory, disks, GPUs, NUMA nodes, SMBIOS facts."""
+    numa = spec.get("numa_nodes", 2)
+    if not isinstance(numa, int) or numa < 1:
+        raise ValueError(f"machine {hostname!r}: numa_nodes must be 1 or more")
+    gpus = GpuSpec()
+    if "gpus" in spec:
+        _check_keys(spec["gpus"], GPU_FIELDS, "gpus")
+        for key, value in spec["gpus"].items():
+            setattr(gpus, key, value)
+        if not isinstance(gpus.count, int) or gpus.count < 0:
+            raise ValueError(f"machine {hostname!r}: gpus.count must be 0 or more")
+        for key in ("vendor_id", "product_id"):
+            if not HEX4.match(str(getattr(gpus, key))):
+                raise ValueError(f"machine {hostname!r}: gpus.{key} must be 4 hex digits")
+        if gpus.numa_nodes is not None and (
+            len(gpus.numa_nodes) != gpus.count
+            or not all(isinstance(n, int) and 0 <= n < numa for n in gpus.numa_nodes)
+        ):
+            raise ValueError(
+                f"machine {hostname!r}: gpus.numa_nodes must give each of the {gpus.count} "
+                f"GPUs a NUMA node below {numa}"
+            )
+    info = dict(spec.get("hardware_info") or {})
+    unknown = set(info) - set(HARDWARE_INFO_KEYS)
+    if unknown:
+        raise ValueError(f"machine {hostname!r}: unknown hardware_info keys {sorted(unknown)}")
+    nvswitches = spec.get("nvswitches")
+    if nvswitches is not None and (not isinstance(nvswitches, int) or nvswitches < 0):
+        raise ValueError(f"machine {hostname!r}: nvswitches must be 0 or more")
+    for disk in spec.get("disks") or []:
+        if not 0 <= int(disk.get("numa_node", 0)) < numa:
+            raise ValueError(f"machine {hostname!r}: disk numa_node must be below {numa}")
+    return Hardware(
+        cpu_count=int(spec.get("cpu_count", 128)),
+        memory=int(spec.get("memory", 2 * 1024 * 1024)),
+        disks=_disks(spec["disks"], hostname) if "disks" in spec else None,
+        gpus=gpus,
+        bmc_vga=bool(spec.get("bmc_vga", True)),
+        nvswitches=nvswitches,
+        numa_nodes=numa,
+        info=HardwareInfo({k: str(v) for k, v in info.items()}),
+    )
+
+
 def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
     """Add machines from scenario entries; returns their system ids."""
     added = []
@@ -158,8 +238,10 @@ def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
             raise ValueError(
                 f"duplicate hostname {hostname!r} (set config.allow_duplicate_hostnames)"
             )
+        numa = int(spec.get("numa_nodes", 2))
         for iface in spec.get("interfaces") or []:
             _check_keys(iface, INTERFACE_FIELDS, "interface")
+            _check_nic(iface, str(hostname), numa)
         tags = set(spec.get("tags") or [])
         unknown_tags = tags - set(sim.net.tags)
         if unknown_tags:
@@ -182,11 +264,14 @@ def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
         if "power_address" in spec:
             power.setdefault("power_address", spec["power_address"])
             power.setdefault("power_driver", "LAN_2_0")
-        hardware = Hardware(
-            cpu_count=int(spec.get("cpu_count", 128)),
-            memory=int(spec.get("memory", 2 * 1024 * 1024)),
-            disks=_disks(spec["disks"], str(hostname)) if "disks" in spec else None,
-        )
+        hardware = _hardware(spec, str(hostname))
+        faults = MachineFaults.from_dict(spec.get("faults") or {})
+        names = [i["name"] for i in spec.get("interfaces") or []] or [
+            f"eno{n + 1}" for n in range(len(spec.get("mac_addresses") or [1, 2]))
+        ]
+        unknown_nics = set(faults.nic_slow) - set(names)
+        if unknown_nics:
+            raise ValueError(f"machine {hostname!r}: nic_slow names no NIC {sorted(unknown_nics)}")
         m = sim.add_machine(
             hostname=hostname,
             status=_status(spec.get("status", "new")),
@@ -195,7 +280,7 @@ def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
             mac_addresses=spec.get("mac_addresses"),
             interfaces=spec.get("interfaces"),
             architecture=spec.get("architecture", "amd64/generic"),
-            faults=MachineFaults.from_dict(spec.get("faults") or {}),
+            faults=faults,
             system_id=spec.get("system_id"),
             hardware=hardware,
             tags=tags,
