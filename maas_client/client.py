@@ -36,6 +36,7 @@ from requests_oauthlib import OAuth1
 
 from maas_client import types
 from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify, excerpt
+from maas_client.hardware import HardwareReads
 from maas_client.stats import STATS, CallStats
 
 log = logging.getLogger("maas.client")
@@ -123,10 +124,11 @@ def _reading_answers(cls: type[T]) -> type[T]:
     """Every public method of the client: an answer MAAS 3.5 would not send (not JSON, or JSON
     of another shape) is a ``MaasServerError`` naming the operation, never a stray exception a
     caller (a probe, a stage, an API view) would answer with a 500."""
-    for name, method in list(vars(cls).items()):
-        if name.startswith("_") or not callable(method) or name in ("close",):
-            continue
-        setattr(cls, name, _checked(name, method))
+    for klass in reversed(cls.__mro__[:-1]):  # its own methods and its mixins' (hardware.py)
+        for name, method in list(vars(klass).items()):
+            if name.startswith("_") or not callable(method) or name in ("close",):
+                continue
+            setattr(cls, name, _checked(name, method))
     return cls
 
 
@@ -151,7 +153,7 @@ def _checked(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @_reading_answers
-class MaasClient:
+class MaasClient(HardwareReads):
     """``target_problem(host, port)`` names why an address must not be called (a metadata
     address, docs/security.md) before the first connection; ``maas_domain/site_client.py``
     builds every product client with it."""
