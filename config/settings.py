@@ -507,6 +507,8 @@ SPECTACULAR_SETTINGS = {
         "ActiveStatusEnum": "maas_domain.models.sites.SiteStatus",
         "NodeReportStatusEnum": "onboarding.api.node.NODE_REPORT_STATUSES",
         "VerbEnum": "workflows.api.VERB_NAMES",
+        "EvidenceKindEnum": "maas_domain.models.evidence.EvidenceKind",
+        "KindEnum": "reconciliation.models.DriftKind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -292,7 +292,8 @@ def redeploy(ctx: Ctx) -> Result:
         child = _start_child(ctx)
         ctx.event(
             "reimage.started",
-            f"redeploying through onboarding {child.pk} (payload, deploy, enrollment, gates)",
+            f"redeploying through onboarding {child.pk} (conformance, acceptance, payload, deploy, "
+            "enrollment, gates)",
             onboarding_id=child.pk,
         )
         return Wait(f"redeploying through onboarding {child.pk}", check_in=60)
@@ -311,8 +312,9 @@ def redeploy(ctx: Ctx) -> Result:
 
 
 def _start_child(ctx: Ctx) -> Onboarding:
-    """The redeploy onboarding, started at its payload stage inside this workflow's admission
-    slot (it runs at once), with its own tokens, timeline, audit row and started event."""
+    """The redeploy onboarding, started at its conformance stage inside this workflow's
+    admission slot (it runs at once), with its own tokens, timeline, audit row and started
+    event; the storage layout and PXE link the first onboarding set are MAAS's still."""
     wf = ctx.wf
     with ctx.locked() as row:
         node = Node.objects.select_for_update().get(pk=wf.node_id)
@@ -329,8 +331,10 @@ def _start_child(ctx: Ctx) -> Onboarding:
                 hostname=wf.hostname,
                 ipmi_ip=node.ipmi_ip or "",
                 maas_system_id=wf.maas_system_id,
-                stage="payload",
-                checkpoint="storage_pxe",
+                # the machine is judged against its SKU again (and tested, if policy asks)
+                # before it is redeployed: a reimage never hands back a node that lost a GPU
+                stage="conformance",
+                checkpoint="commission",
                 correlation_id=wf.correlation_id,
                 parent_kind="decommission",
                 parent_id=wf.pk,

@@ -9,8 +9,10 @@ timeline) and knows workflow kinds only from the registry.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
@@ -21,15 +23,18 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from maas_domain import hardware
 from maas_domain import selectors as node_reads
 from maas_domain.access import ActionAdmin
 from maas_domain.admin_common import (
     ReadOnlyAdmin,
 )
 from maas_domain.diagnostics import machine_diagnostics
+from maas_domain.errors import InvalidInput
 from maas_domain.humanize import event_category, humanize_age
 from maas_domain.models import (
     Node,
+    QuarantineEvidence,
     Sku,
 )
 from maas_domain.models.inventory import DECOMMISSIONABLE, NodeState
@@ -46,8 +51,35 @@ NODE_STATE_COLOURS: dict[str, str] = {
 }
 
 
+class SkuForm(forms.ModelForm[Sku]):
+    """The hardware profile is checked as the API checks it, against the GPU count given on
+    the same form (docs/hardware.md)."""
+
+    class Meta:
+        model = Sku
+        fields = ["code", "name", "gpu_model", "gpu_count", "hardware", "active"]
+        help_texts = {
+            "hardware": "JSON: gpu, cpu, memory, nics, disks, firmware (docs/hardware.md).",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        try:
+            data["hardware"] = hardware.validate_profile(
+                data.get("hardware") or {},
+                gpu_count=data.get("gpu_count") or 0,
+                gpu_model=data.get("gpu_model") or "",
+            )
+        except InvalidInput as exc:
+            for key, reasons in (exc.extra.get("fields") or {}).items():
+                for reason in reasons:
+                    self.add_error("hardware", f"{key}: {reason}")
+        return data
+
+
 @admin.register(Sku)
 class SkuAdmin(ActionAdmin[Sku]):
+    form = SkuForm
     list_display = ["code", "name", "gpu_model", "gpu_count", "active", "node_count"]
     list_filter = ["active", "gpu_model"]
     search_fields = ["code", "name", "gpu_model"]
@@ -179,9 +211,15 @@ class NodeAdmin(ReadOnlyAdmin):
         return TemplateResponse(request, "admin/maas_domain/node/detail.html", context)
 
     def quarantine_evidence(self, node: Node) -> list[tuple[str, str]]:
-        """(label, URL) of the evidence that put the node in quarantine: hardware conformance
-        fills this in (the page keeps its place, "Quarantine evidence"); none yet."""
-        return []
+        """(label, URL) of each piece of evidence that put the node in quarantine, newest
+        first (docs/hardware.md, "Quarantine evidence")."""
+        return [
+            (
+                f"{e.created_at:%Y-%m-%d %H:%M} {e.kind}: {e.reason}",
+                reverse("admin:maas_domain_quarantineevidence_change", args=[e.pk]),
+            )
+            for e in node.evidence.order_by("-id")[:20]
+        ]
 
     def diagnostics_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """What MAAS says about the node's machine now (status, events as MAAS stamped them,
@@ -201,3 +239,35 @@ def _int(value: Any) -> int:
 
 def _workflow_url(model: Any, pk: int) -> str:
     return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_change", args=[pk])
+
+
+@admin.register(QuarantineEvidence)
+class QuarantineEvidenceAdmin(ReadOnlyAdmin):
+    """Evidence is frozen: its page shows it and nothing can change it."""
+
+    list_display = ["id", "node", "kind", "workflow_kind", "workflow_id", "reason", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["node__hostname", "maas_system_id"]
+    list_select_related = ["node"]
+    shown = (
+        "node", "kind", "workflow_kind", "workflow_id", "maas_system_id", "reason",
+        "created_at", "report_pretty", "maas_events_pretty", "timeline_pretty",
+    )  # fmt: skip
+    readonly_fields = shown
+    fields = shown
+
+    @admin.display(description="report")
+    def report_pretty(self, evidence: QuarantineEvidence) -> SafeString:
+        return _pre(evidence.report)
+
+    @admin.display(description="MAAS events")
+    def maas_events_pretty(self, evidence: QuarantineEvidence) -> SafeString:
+        return _pre(evidence.maas_events)
+
+    @admin.display(description="timeline")
+    def timeline_pretty(self, evidence: QuarantineEvidence) -> SafeString:
+        return _pre(evidence.timeline)
+
+
+def _pre(value: Any) -> SafeString:
+    return format_html('<pre class="wf-wrap">{}</pre>', json.dumps(value, indent=2, default=str))

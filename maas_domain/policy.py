@@ -133,6 +133,33 @@ class Policy:
         default=(),
         metadata=_doc("Names of commissioning scripts already registered in MAAS.", max_items=32),
     )
+    hardware_conformance: str = field(
+        default="enforce",
+        metadata=_doc(
+            "What a machine that does not conform to its SKU's hardware profile does: enforce "
+            "(the onboarding fails hardware_nonconformant and the node is quarantined) or warn "
+            "(recorded on the timeline; for a site still being surveyed).",
+            choices=("enforce", "warn"),
+        ),
+    )
+    acceptance_scripts: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "MAAS testing scripts (names or tags, registered in MAAS by infra) every machine "
+            "must pass after commissioning, before deploy; empty: none.",
+            max_items=32,
+        ),
+    )
+    acceptance_parameters: dict[str, str] = field(
+        default_factory=dict,
+        metadata=_doc(
+            "Parameters of the acceptance scripts as MAAS takes them: <script>_<parameter> for "
+            "one script, <parameter> for every script that declares it (e.g. "
+            "infra-gpu-burn_duration: 1800).",
+            max_items=32,
+            max_length=256,
+        ),
+    )
     erase_mode: str = field(
         default="quick", metadata=_doc("Disk erase on release.", choices=ERASE_MODES)
     )
@@ -193,12 +220,14 @@ class Policy:
 
     def as_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["commission_scripts"] = list(self.commission_scripts)
+        for name in _LISTS:
+            data[name] = list(data[name])
         data["stage_timeouts"] = _catalogue.effective(self)
         return data
 
 
 POLICY_FIELDS = {f.name: f for f in fields(Policy)}
+_LISTS = [name for name, f in POLICY_FIELDS.items() if f.type == "tuple[str, ...]"]
 
 
 @dataclass
@@ -260,6 +289,20 @@ def _check_value(name: str, value: Any) -> tuple[Any, str | None]:
         if bad:
             return None, f"Not a script name: {bad[0]!r} (names only, never script content)."
         return list(value), None
+    if kind == "dict[str, str]":
+        if not isinstance(value, dict):
+            return None, "Must be an object of names to strings."
+        if len(value) > rules["max_items"]:
+            return None, f"At most {rules['max_items']} entries."
+        for key, text in value.items():
+            if not _SCRIPT_NAME.fullmatch(key):
+                return None, f"Not a parameter name: {key!r} (<script>_<parameter> or <parameter>)."
+            limit = rules["max_length"]
+            if not isinstance(text, str) or len(text) > limit:
+                return None, f"The value of {key!r} must be a string of at most {limit} characters."
+            if any(ord(c) < 32 or ord(c) == 127 for c in text):
+                return None, f"The value of {key!r} must not contain control characters."
+        return dict(value), None
     if kind == "dict[str, int]":
         if not isinstance(value, dict):
             return None, "Must be an object of stage name to seconds."
@@ -332,7 +375,7 @@ def resolve_policy(site_policy: dict[str, Any], overrides: dict[str, Any] | None
                 continue
             merge = name == "stage_timeouts"
             value = {**value, **layer[name]} if merge else layer[name]
-        values[name] = tuple(value) if name == "commission_scripts" else value
+        values[name] = tuple(value) if name in _LISTS else value
     return Policy(**values)
 
 

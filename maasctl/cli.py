@@ -6,16 +6,19 @@ id or by name."""
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
+import yaml
 
 from maasctl import csvfile, output, plan
 from maasctl.api import IDEMPOTENCY_KEY, SERVER, USAGE, Api, ApiError, Page
 from maasctl.config import load
+from maasctl.output import clean
 
 FAILED = 1  # the request worked and what it reports failed (probe unhealthy, workflow failed)
 INTERRUPTED = 130
@@ -133,6 +136,18 @@ def json_option(raw: str | None, name: str) -> Any:
         return json.loads(raw)
     except ValueError as exc:
         raise fail(f"{name} is not JSON: {exc}") from None
+
+
+def document_option(path: Path | None, name: str) -> Any:
+    """A YAML or JSON document from a file (``-``: standard input), for an option that takes
+    a structure (a SKU's hardware profile)."""
+    if path is None:
+        return None
+    try:
+        raw = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        return yaml.safe_load(raw)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise fail(f"{name}: cannot read {path}: {clean(str(exc))}") from None
 
 
 def body_of(**fields: Any) -> dict[str, Any]:

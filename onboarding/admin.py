@@ -27,6 +27,7 @@ from onboarding import batches, services
 from onboarding.api.views import batch_summary
 from onboarding.models import Onboarding, OnboardingBatch
 from workflows.admin import WorkflowAdmin
+from workflows.models import Workflow
 
 
 def _checked(check: Any) -> Any:
@@ -83,6 +84,63 @@ class OnboardingAdmin(WorkflowAdmin):
     )
     start_form = OnboardingStartForm
     add_action = Action.OPERATE
+
+    def report_panels(self, wf: Workflow) -> list[dict[str, Any]]:
+        """The hardware judgement and the acceptance results (docs/hardware.md)."""
+        assert isinstance(wf, Onboarding)
+        panels = []
+        hw = wf.hardware_report or {}
+        if hw:
+            verdict = "conformant" if hw.get("conformant") else "NOT conformant"
+            panels.append(
+                {
+                    "id": "wf-hardware",
+                    "title": f"Hardware: {verdict} to SKU {hw.get('sku', '?')} "
+                    f"(mode {hw.get('mode', '?')}, {hw.get('checked_at', '')[:19]})",
+                    "columns": ("requirement", "expected", "observed", "held"),
+                    "rows": [
+                        {
+                            "passed": c["passed"],
+                            "cells": (
+                                c["requirement"],
+                                c["expected"],
+                                c["observed"],
+                                "yes" if c["passed"] else "NO",
+                            ),
+                        }
+                        for c in hw.get("checks", ())
+                    ],
+                    "empty": f"MAAS had no {hw['missing']}"
+                    if hw.get("missing")
+                    else hw.get("note", "no requirements"),
+                }
+            )
+        acc = wf.acceptance_report or {}
+        if acc:
+            panels.append(
+                {
+                    "id": "wf-acceptance",
+                    "title": f"Acceptance tests: {'passed' if acc.get('passed') else 'FAILED'}",
+                    "columns": ("script", "device", "status", "exit", "runtime", "output"),
+                    "rows": [
+                        {
+                            "passed": r["passed"],
+                            "cells": (
+                                r["script"],
+                                r["device"] or "-",
+                                r["status"],
+                                r["exit_status"],
+                                r["runtime"],
+                                r.get("output_excerpt", ""),
+                            ),
+                        }
+                        for r in acc.get("results", ())
+                    ],
+                    "empty": "MAAS showed no result",
+                }
+            )
+        return panels
+
     form_field_map = {"site_id": "site", "profile_id": "profile", "sku_id": "sku"}
 
     def start(self, request: HttpRequest, data: dict[str, Any]) -> Onboarding:

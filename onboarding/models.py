@@ -112,6 +112,11 @@ class Onboarding(Workflow):
     enrolled_at = models.DateTimeField(null=True, blank=True)
     enrolled_attempt = models.PositiveIntegerField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # The judgement of the machine against its SKU's hardware profile, and the acceptance
+    # tests' results (docs/hardware.md): each requirement or script with what was expected,
+    # what MAAS showed and whether it held; {} until the stage ran.
+    hardware_report = models.JSONField(default=dict, blank=True)
+    acceptance_report = models.JSONField(default=dict, blank=True)
     # Set when another workflow runs this onboarding on its behalf (a reimage decommission
     # redeploys through the onboarding stages): it is woken when this one finishes.
     parent_kind = models.CharField(max_length=32, blank=True, default="")

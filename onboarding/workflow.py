@@ -3,8 +3,9 @@ node when it ends."""
 
 from __future__ import annotations
 
-from maas_domain.models import Node, NodeState
+from maas_domain.models import EvidenceKind, Node, NodeState
 from maas_domain.policy import Policy
+from maas_domain.services import evidence as evidence_services
 from onboarding import budget
 from onboarding.models import Onboarding, OnboardingEvent
 from onboarding.stages import CANCEL, RESET, STAGES, adopt_stage
@@ -27,9 +28,58 @@ def _on_success(wf: Onboarding) -> None:
     budget.after_success(wf)
 
 
+# A failure that is the machine's, not the run's: the node is quarantined with the evidence
+# (docs/hardware.md), the report the failing stage stored.
+QUARANTINING = {
+    EvidenceKind.HARDWARE_NONCONFORMANT: "hardware_report",
+    EvidenceKind.ACCEPTANCE_FAILED: "acceptance_report",
+}
+
+
 def _on_failure(wf: Onboarding) -> None:
+    if wf.failure_class in QUARANTINING and wf.node_id:
+        _quarantine(wf)
     _wake_parent(wf)
     budget.after_failure(wf)
+
+
+def _quarantine(wf: Onboarding) -> None:
+    node = Node.objects.select_for_update().get(pk=wf.node_id or 0)
+    if node.state not in (NodeState.PROVISIONING, NodeState.ACTIVE):
+        return
+    node.quarantine()
+    if not node.maas_system_id and not _system_id_taken(node, wf.maas_system_id):
+        node.maas_system_id = wf.maas_system_id  # the admin page's MAAS diagnostics need it
+    node.save()
+    report = getattr(wf, QUARANTINING[EvidenceKind(wf.failure_class)])
+    evidence = evidence_services.freeze(
+        node=node,
+        kind=wf.failure_class,
+        workflow_kind=KIND.name,
+        workflow_id=wf.pk,
+        maas_system_id=wf.maas_system_id,
+        reason=wf.reason,
+        report=report,
+        timeline=[
+            dict(e) for e in wf.events.order_by("id").values("at", "kind", "stage", "message")
+        ],
+    )
+    KIND.add_event(
+        wf,
+        "node.quarantined",
+        f"node {node.hostname} quarantined ({wf.failure_class}); evidence {evidence.pk}",
+        evidence_id=evidence.pk,
+    )
+
+
+def _system_id_taken(node: Node, system_id: str) -> bool:
+    return (
+        not system_id
+        or Node.objects.filter(site_id=node.site_id, maas_system_id=system_id)
+        .exclude(pk=node.pk)
+        .exclude(state=NodeState.RETIRED)
+        .exists()
+    )
 
 
 def _on_reopen(wf: Onboarding) -> None:
@@ -39,9 +89,30 @@ def _on_reopen(wf: Onboarding) -> None:
     the node runs: a new deploy clears it (docs/onboarding.md, "Reruns and adopt")."""
     wf.completed_at = None
     wf.node_failure = wf.node_failure_detail = ""
+    if wf.node_id:
+        _take_back_from_quarantine(wf)
     if wf.token_attempt != wf.attempt:  # a new attempt: its tokens are not even minted yet
         wf.enrolled_at = wf.enrolled_attempt = None
         wf.agent_started_at = None
+
+
+def _take_back_from_quarantine(wf: Onboarding) -> None:
+    """Reopened after its hardware put the node in quarantine (repaired, re-tested): the node
+    is provisioning again, and the stages judge the machine anew. Quarantine for any other
+    reason (disks not erased) is not this workflow's to lift."""
+    node = Node.objects.select_for_update().get(pk=wf.node_id or 0)
+    latest = node.evidence.order_by("-id").first()
+    if (
+        node.state == NodeState.QUARANTINED
+        and latest is not None
+        and (
+            latest.workflow_kind,
+            latest.workflow_id,
+        )
+        == (KIND.name, wf.pk)
+    ):
+        node.recheck()
+        node.save()
 
 
 def _wake_parent(wf: Onboarding) -> None:

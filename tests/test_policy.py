@@ -44,6 +44,9 @@ SAMPLES: dict[str, tuple[Any, Any]] = {
     "batch_pause_after_failures": (3, 1),
     "batch_pause_failure_percent": (10, 50),
     "max_concurrent_workflows": (50, 2),
+    "hardware_conformance": ("warn", "enforce"),
+    "acceptance_scripts": (["infra-gpu-burn"], ["infra-gpu", "infra-nccl"]),
+    "acceptance_parameters": ({"infra-gpu-burn_duration": "1800"}, {"duration": "600"}),
 }
 # One invalid value per field, with a fragment of the reason the client sees.
 INVALID: dict[str, tuple[Any, str]] = {
@@ -72,6 +75,9 @@ INVALID: dict[str, tuple[Any, str]] = {
     "batch_pause_after_failures": (-1, "between 0 and 5000"),
     "batch_pause_failure_percent": (101, "between 0 and 100"),
     "max_concurrent_workflows": (0, "between 1 and 1000"),
+    "hardware_conformance": ("off", "enforce, warn"),
+    "acceptance_scripts": (["gpu-burn; reboot"], "never script content"),
+    "acceptance_parameters": ({"duration": "60\nrm -rf /"}, "control characters"),
 }
 
 
@@ -109,7 +115,7 @@ def test_field_defaults_then_site_then_profile(name: str) -> None:
         }
         assert (on_site, on_profile) == ({"deploy": 7200}, {"deploy": 7200, "commission": 900})
     else:
-        expect = tuple if name == "commission_scripts" else (lambda v: v)
+        expect = tuple if name in ("commission_scripts", "acceptance_scripts") else (lambda v: v)
         assert getattr(default, name) != expect(site_value)
         assert on_site == expect(site_value)
         assert on_profile == expect(profile_value)
@@ -146,3 +152,28 @@ def test_bundle_reference_needs_version_and_digest() -> None:
     with pytest.raises(InvalidInput) as err:
         merge_policy({}, validate_policy({"bootstrap_bundle_ref": "https://b.test/x"}))
     assert "policy.bootstrap_bundle_ref" in err.value.extra["fields"]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ({"bad name!": "1"}, "Not a parameter name"),
+        ({"duration": 1800}, "must be a string"),
+        ({"duration": "x" * 257}, "at most 256"),
+        ({f"p{i}": "1" for i in range(33)}, "At most 32"),
+        (["duration=1"], "Must be an object"),
+    ],
+)
+def test_acceptance_parameters_are_names_to_plain_strings(value: Any, reason: str) -> None:
+    """What reaches MAAS's op=test as form fields: a name MAAS could take and a short,
+    single-line value; never anything else."""
+    with pytest.raises(InvalidInput) as err:
+        validate_policy({"acceptance_parameters": value})
+    assert reason in err.value.extra["fields"]["policy.acceptance_parameters"][0]
+
+
+def test_a_profile_replaces_the_site_acceptance_parameters_as_a_whole() -> None:
+    site = validate_policy({"acceptance_parameters": {"infra-gpu-burn_duration": "1800"}})
+    profile = validate_policy({"acceptance_parameters": {"duration": "60"}})
+    assert resolve_policy(site, profile).acceptance_parameters == {"duration": "60"}
+    assert resolve_policy(site).as_dict()["acceptance_scripts"] == []

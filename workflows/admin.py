@@ -463,8 +463,14 @@ class WorkflowAdmin(ActionAdmin[Any]):
             "stage_index": stages.index(wf.stage) if wf.stage in stages else -1,
             "checkpoint_index": stages.index(wf.checkpoint) if wf.checkpoint in stages else -1,
             "changelist_url": self._url("changelist"),
+            "reports": self.report_panels(wf),
         }
         return TemplateResponse(request, "admin/workflow/detail.html", context)
+
+    def report_panels(self, wf: Workflow) -> list[dict[str, Any]]:
+        """Tables a kind shows above the timeline (an onboarding's hardware and acceptance
+        reports): each ``{"id", "title", "columns", "rows": [{"passed", "cells"}]}``."""
+        return []
 
     def diagnostics_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         wf = self._load(request, pk)

@@ -38,11 +38,14 @@ class Retry:
 
 @dataclass(frozen=True)
 class Fail:
-    """The stage cannot succeed without an operator. ``failure_class`` is machine-readable."""
+    """The stage cannot succeed without an operator. ``failure_class`` is machine-readable;
+    ``data`` goes on the timeline entry, ``updates`` are workflow fields to store with it (a
+    report the failure rests on)."""
 
     failure_class: str
     message: str
     data: dict[str, Any] = field(default_factory=dict)
+    updates: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

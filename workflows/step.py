@@ -431,6 +431,8 @@ def _wait(ctx: StageContext[M], wf: M, result: Wait, now: datetime) -> list[Any]
 
 
 def finish_failed(kind: WorkflowKind[M], wf: M, result: Fail, now: datetime) -> list[Any]:
+    for key, value in result.updates.items():
+        setattr(wf, key, value)
     wf.fail()
     wf.failure_class = result.failure_class
     wf.reason = result.message[:500]

@@ -10,6 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from maas_domain import hardware
 from maas_domain.models import (
     Allocation,
     ApiToken,
@@ -312,16 +313,34 @@ class RoceAssignmentSerializer(serializers.ModelSerializer[RoceAssignment]):
         read_only_fields = fields
 
 
+@extend_schema_field(hardware.PROFILE_SCHEMA)
+class HardwareProfileField(serializers.JSONField):
+    """The profile's shape is checked by the service (maas_domain/hardware.py), which knows the
+    SKU's GPU count it must agree with."""
+
+
 class SkuSerializer(StrictMixin, serializers.ModelSerializer[Sku]):
     code = serializers.SlugField(max_length=63)  # uniqueness is the service's 409
     name = serializers.CharField(max_length=200)
-    gpu_count = serializers.IntegerField(min_value=0, max_value=64, required=False)
+    gpu_count = serializers.IntegerField(
+        min_value=0,
+        max_value=64,
+        required=False,
+        help_text="Exactly this many GPUs (0: not stated).",
+    )
+    gpu_model = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="Every GPU's MAAS product name contains it (e.g. H100).",
+    )
+    hardware = HardwareProfileField(required=False)
     node_count = serializers.IntegerField(read_only=True, help_text="Nodes bound to the SKU.")
 
     class Meta:
         model = Sku
-        fields = ["id", "code", "name", "gpu_model", "gpu_count", "active", "node_count",
-                  "revision", "created_at", "updated_at"]  # fmt: skip
+        fields = ["id", "code", "name", "gpu_model", "gpu_count", "hardware", "active",
+                  "node_count", "revision", "created_at", "updated_at"]  # fmt: skip
         read_only_fields = ["id", "node_count", "revision", "created_at", "updated_at"]
 
 

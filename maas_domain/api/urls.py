@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from maas_domain.api import views
+from maas_domain.api import inventory, views
 from maas_domain.api.exceptions import json_not_found
 
 
@@ -13,6 +13,7 @@ def id_group(name: str = "pk") -> str:
 
 ID = id_group()
 SITE = id_group("site_pk")
+NODE = id_group("node_pk")
 
 sites = views.SiteViewSet.as_view({"get": "list", "post": "create"})
 site = views.SiteViewSet.as_view(
@@ -26,16 +27,20 @@ profile = views.ProfileViewSet.as_view(
 )
 roce = views.RoceAssignmentViewSet.as_view({"get": "list", "post": "create"})
 roce_one = views.RoceAssignmentViewSet.as_view({"delete": "destroy"})
-skus = views.SkuViewSet.as_view({"get": "list", "post": "create"})
-sku = views.SkuViewSet.as_view({"get": "retrieve", "patch": "partial_update", "delete": "destroy"})
-nodes = views.NodeViewSet.as_view({"get": "list"})
-node = views.NodeViewSet.as_view({"get": "retrieve"})
-node_timeline = views.NodeViewSet.as_view({"get": "timeline"})
-allocations = views.AllocationViewSet.as_view({"get": "list", "post": "create"})
-allocation = views.AllocationViewSet.as_view({"get": "retrieve"})
+skus = inventory.SkuViewSet.as_view({"get": "list", "post": "create"})
+sku = inventory.SkuViewSet.as_view(
+    {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
+)
+nodes = inventory.NodeViewSet.as_view({"get": "list"})
+node = inventory.NodeViewSet.as_view({"get": "retrieve"})
+node_timeline = inventory.NodeViewSet.as_view({"get": "timeline"})
+node_evidence = inventory.EvidenceViewSet.as_view({"get": "list"})
+node_evidence_one = inventory.EvidenceViewSet.as_view({"get": "retrieve"})
+allocations = inventory.AllocationViewSet.as_view({"get": "list", "post": "create"})
+allocation = inventory.AllocationViewSet.as_view({"get": "retrieve"})
 tokens = views.TokenViewSet.as_view({"get": "list", "post": "create"})
 token_revoke = views.TokenViewSet.as_view({"post": "revoke"})
-allocation_release = views.AllocationViewSet.as_view({"post": "release"})
+allocation_release = inventory.AllocationViewSet.as_view({"post": "release"})
 
 urlpatterns = [
     re_path(r"^$", views.IndexView.as_view(), name="admin-index"),
@@ -52,6 +57,8 @@ urlpatterns = [
     re_path(r"^nodes/?$", nodes, name="node-list"),
     re_path(rf"^nodes/{ID}/?$", node, name="node-detail"),
     re_path(rf"^nodes/{ID}/timeline/?$", node_timeline, name="node-timeline"),
+    re_path(rf"^nodes/{NODE}/evidence/?$", node_evidence, name="node-evidence-list"),
+    re_path(rf"^nodes/{NODE}/evidence/{ID}/?$", node_evidence_one, name="node-evidence-detail"),
     re_path(r"^allocations/?$", allocations, name="allocation-list"),
     re_path(rf"^allocations/{ID}/?$", allocation, name="allocation-detail"),
     re_path(rf"^allocations/{ID}/release/?$", allocation_release, name="allocation-release"),

@@ -2,6 +2,7 @@
 "Data")."""
 
 from maas_domain.models.audit import AuditLog
+from maas_domain.models.evidence import EvidenceKind, ImmutableEvidence, QuarantineEvidence
 from maas_domain.models.inventory import Allocation, AllocationState, Node, NodeState, Sku
 from maas_domain.models.outbox import OutboxEvent
 from maas_domain.models.security import (
@@ -28,12 +29,15 @@ __all__ = [
     "ApiToken",
     "AuditLog",
     "CredentialKind",
+    "EvidenceKind",
     "IdempotencyRecord",
+    "ImmutableEvidence",
     "MaasSite",
     "Node",
     "NodeState",
     "OutboxEvent",
     "PowerCredentialOverride",
+    "QuarantineEvidence",
     "RoceAssignment",
     "SecretVersion",
     "SiteCredential",

@@ -18,6 +18,9 @@ class Sku(Revisioned):
     name = models.CharField(max_length=200)
     gpu_model = models.CharField(max_length=100, blank=True, default="")
     gpu_count = models.PositiveSmallIntegerField(default=0)
+    # The rest of the hardware profile (maas_domain/hardware.py, docs/hardware.md): CPUs,
+    # memory, NICs by role, disks, firmware baselines, GPU PCI ids and NUMA placement.
+    hardware = models.JSONField(default=dict, blank=True)
     active = models.BooleanField(default=True)
 
     class Meta:
@@ -109,6 +112,10 @@ class Node(Lifecycle):
     )
     def quarantine(self) -> None:
         """Not returned to any pool (e.g. disks not erased)."""
+
+    @move(state, NodeState.QUARANTINED, NodeState.PROVISIONING)
+    def recheck(self) -> None:
+        """The onboarding that quarantined the node for its hardware runs again (repaired)."""
 
     @move(state, NodeState.DRAINING, NodeState.ACTIVE)
     def return_to_pool(self) -> None:

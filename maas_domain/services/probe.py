@@ -174,11 +174,12 @@ def site_probe(
         finally:
             anonymous.close()
 
+    after_auth = ("version", "boot_resources", "pxe_subnets", "testing_scripts")
     if not run.check("connectivity", reachable):
-        for name in ("authentication", "version", "boot_resources", "pxe_subnets"):
+        for name in ("authentication", *after_auth):
             run.skip(name, "MAAS is unreachable")
     elif not run.check("authentication", connect) or client is None:
-        for name in ("version", "boot_resources", "pxe_subnets"):
+        for name in after_auth:
             run.skip(name, "not authenticated")
     else:
         maas = client
@@ -199,9 +200,13 @@ def site_probe(
         def pxe_subnets() -> str:
             return _pxe_subnets(site, profiles, maas.subnets())
 
+        def testing_scripts() -> str:
+            return _testing_scripts(site, profiles, maas)
+
         run.check("version", version)
         run.check("boot_resources", boot_resources)
         run.check("pxe_subnets", pxe_subnets)
+        run.check("testing_scripts", testing_scripts)
     if client is not None:
         client.close()
 
@@ -251,6 +256,32 @@ def _pxe_subnets(site: MaasSite, profiles: list[SiteProfile], subnets: list[Subn
     if not named:
         return "no PXE subnet configured (MAAS's boot interface subnet will be used)"
     return f"PXE subnet(s) present: {', '.join(sorted(named))}"
+
+
+def _testing_scripts(site: MaasSite, profiles: list[SiteProfile], maas: MaasClient) -> str:
+    """Every testing script the site's policy or a profile names (acceptance scripts by name
+    or tag, the reachability script by name) is one MAAS has: infra registers them; the
+    product never uploads a script (docs/hardware.md, "Acceptance tests")."""
+    wanted: dict[str, set[str]] = {}
+    for owner, policy in [("site", site.effective_policy())] + [
+        (f"profile {p.name}", p.effective_policy()) for p in profiles
+    ]:
+        for name in (*policy.acceptance_scripts, policy.reachability_script):
+            if name:
+                wanted.setdefault(name, set()).add(owner)
+    if not wanted:
+        return "no testing scripts named by policy"
+    known: set[str] = set()
+    for script in maas.testing_scripts():
+        known |= {script.name, *script.tags}
+    missing = sorted(set(wanted) - known)
+    if missing:
+        raise CheckFailed(
+            "not testing scripts (or tags) at this MAAS: "
+            + "; ".join(f"{n} (named by {', '.join(sorted(wanted[n]))})" for n in missing)
+            + "; infra registers them in MAAS"
+        )
+    return f"{len(wanted)} named testing script(s) present: {', '.join(sorted(wanted))}"
 
 
 def _outcome(run: _Run) -> tuple[SiteHealth, dict[str, Any], set[str]]:

@@ -8,23 +8,33 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError, RestrictedError
 
-from maas_domain import audit
+from maas_domain import audit, hardware
 from maas_domain.errors import Conflict
 from maas_domain.models import Sku
 from maas_domain.services.common import audited_update, check_revision, lock, save_revisioned
 
-FIELDS = ("code", "name", "gpu_model", "gpu_count", "active")
+FIELDS = ("code", "name", "gpu_model", "gpu_count", "hardware", "active")
 
 
 def _duplicate(code: Any) -> str:
     return f"A SKU with code {code!r} already exists."
 
 
+def _checked_profile(sku: Sku) -> None:
+    """The hardware profile as a whole, against the SKU's GPU count (a 400 names each bad
+    field; docs/hardware.md)."""
+    sku.hardware = hardware.validate_profile(
+        sku.hardware, gpu_count=sku.gpu_count, gpu_model=sku.gpu_model
+    )
+
+
 def sku_create(*, actor: audit.Actor, data: dict[str, Any]) -> Sku:
+    sku = Sku(**{k: v for k, v in data.items() if k in FIELDS})
+    _checked_profile(sku)
     with transaction.atomic():
         try:
             with transaction.atomic():
-                sku = Sku.objects.create(**{k: v for k, v in data.items() if k in FIELDS})
+                sku.save()
         except IntegrityError as exc:
             raise Conflict(_duplicate(data.get("code"))) from exc
         audit.record(actor=actor, action="sku.create", target=sku, after=audit.snapshot(sku))
@@ -42,6 +52,7 @@ def sku_update(
         for key, value in changes.items():
             if key in FIELDS:
                 setattr(sku, key, value)
+        _checked_profile(sku)
 
     return audited_update(
         actor=actor,

@@ -67,3 +67,38 @@ def nodes_timeline(
     cut(len(got.entries), got.total, "entries", also=" (the latest)")
     if status.get("requested") and not status.get("available"):
         output.warn(f"MAAS events not available: {output.clean(status.get('detail', ''))}")
+
+
+EVIDENCE_COLUMNS = ("id", "kind", "workflow_kind", "workflow_id", "maas_system_id", "reason",
+                    "created_at")  # fmt: skip
+
+
+@app.command("evidence")
+def nodes_evidence(
+    node: int,
+    evidence: Annotated[int | None, typer.Argument(help="One piece of evidence, in full.")] = None,
+) -> None:
+    """What put the node in quarantine, frozen when it happened (docs/hardware.md): the list,
+    or one piece with its report, MAAS's events and the workflow's timeline."""
+    if evidence is None:
+        page = STATE.api.pages(f"/nodes/{node}/evidence", limit=None)
+        listing(page, EVIDENCE_COLUMNS, noun="pieces of evidence")
+        return
+    data = STATE.api.get(f"/nodes/{node}/evidence/{evidence}")
+    if STATE.fmt != "table":
+        show(data)
+        return
+    show(data, EVIDENCE_COLUMNS)
+    report = data.get("report") or {}
+    if report.get("checks"):
+        show(report["checks"], ("requirement", "expected", "observed", "passed"),
+             title="hardware checks")  # fmt: skip
+    if report.get("results"):
+        show(report["results"], ("script", "device", "status", "exit_status", "output_excerpt"),
+             title="acceptance results")  # fmt: skip
+    if report.get("disks"):
+        show(report["disks"], ("name", "serial", "model", "size", "mode", "outcome", "line"),
+             title="disks")  # fmt: skip
+    show(data.get("maas_events") or [], ("created", "level", "message"), title="MAAS events")
+    show((data.get("timeline") or [])[-20:], ("at", "kind", "stage", "message"),
+         title="timeline (the latest 20)")  # fmt: skip

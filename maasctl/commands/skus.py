@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 
 from maasctl import output
-from maasctl.cli import STATE, body_of, confirm, fail, if_match, listing, send, show, sku_id
+from maasctl.cli import (
+    STATE,
+    body_of,
+    confirm,
+    document_option,
+    fail,
+    if_match,
+    listing,
+    send,
+    show,
+    sku_id,
+)
 from maasctl.options import All, DryRun, Limit, Revision, Yes
 
 app = typer.Typer(help="Hardware classes nodes are bound to.")
@@ -26,9 +39,25 @@ def skus_list(
     listing(page, COLUMNS, noun="SKUs")
 
 
+HardwareFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--hardware",
+        help="The hardware profile, a YAML or JSON file (- for stdin; docs/hardware.md). "
+        "Replaces the SKU's whole profile.",
+    ),
+]
+
+
 @app.command("show")
 def skus_show(sku: str) -> None:
-    show(STATE.api.get(f"/skus/{sku_id(sku)}"), (*COLUMNS, "revision"))
+    data = STATE.api.get(f"/skus/{sku_id(sku)}")
+    if STATE.fmt != "table":
+        show(data)
+        return
+    show(data, (*COLUMNS, "revision"))
+    if data.get("hardware"):
+        output.say("hardware profile:\n" + yaml.safe_dump(data["hardware"], sort_keys=False))
 
 
 @app.command("create")
@@ -37,9 +66,11 @@ def skus_create(
     name: Annotated[str, typer.Option()],
     gpu_model: Annotated[str | None, typer.Option()] = None,
     gpu_count: Annotated[int | None, typer.Option()] = None,
+    hardware: HardwareFile = None,
     dry_run: DryRun = False,
 ) -> None:
-    body = body_of(code=code, name=name, gpu_model=gpu_model, gpu_count=gpu_count)
+    body = body_of(code=code, name=name, gpu_model=gpu_model, gpu_count=gpu_count,
+                   hardware=document_option(hardware, "--hardware"))  # fmt: skip
     show(send("POST", "/skus", body, dry_run=dry_run, columns=COLUMNS), COLUMNS)
 
 
@@ -50,10 +81,12 @@ def skus_update(
     gpu_model: Annotated[str | None, typer.Option()] = None,
     gpu_count: Annotated[int | None, typer.Option()] = None,
     active: Annotated[bool | None, typer.Option("--active/--inactive")] = None,
+    hardware: HardwareFile = None,
     revision: Revision = None,
     dry_run: DryRun = False,
 ) -> None:
-    body = body_of(name=name, gpu_model=gpu_model, gpu_count=gpu_count, active=active)
+    body = body_of(name=name, gpu_model=gpu_model, gpu_count=gpu_count, active=active,
+                   hardware=document_option(hardware, "--hardware"))  # fmt: skip
     if not body:
         raise fail("nothing to change: give at least one option")
     answer = send("PATCH", f"/skus/{sku_id(sku)}", body, headers=if_match(revision),

@@ -70,6 +70,7 @@ def workflow_commands(kind: str, noun: str) -> typer.Typer:
         show(latest, ("at", "kind", "stage", "attempt", "message"), title=title)
         if len(latest) < total:
             output.warn(f"every entry: maasctl {kind} timeline {pk} --all")
+        reports(data)
         diag = data.get("diagnostics")
         if diag:
             age = diag.get("age_seconds")
@@ -98,6 +99,23 @@ def workflow_commands(kind: str, noun: str) -> typer.Typer:
             verb_command(kind, verb)
         )
     return group
+
+
+def reports(data: dict[str, Any]) -> None:
+    """An onboarding's hardware judgement and acceptance results (docs/hardware.md)."""
+    hw = data.get("hardware_report") or {}
+    if hw.get("checks") or hw.get("missing"):
+        verdict = "conformant" if hw.get("conformant") else "NOT conformant"
+        title = f"hardware: {verdict} to SKU {hw.get('sku', '?')} (mode {hw.get('mode', '?')})"
+        if hw.get("missing"):
+            output.warn(f"{title}: MAAS has no {output.clean(hw['missing'])}")
+        else:
+            show(hw["checks"], ("requirement", "expected", "observed", "passed"), title=title)
+    acc = data.get("acceptance_report") or {}
+    if acc.get("scripts"):
+        title = f"acceptance: {'passed' if acc.get('passed') else 'FAILED'}"
+        show(acc.get("results") or [], ("script", "device", "status", "exit_status", "runtime",
+                                        "output_excerpt"), title=title)  # fmt: skip
 
 
 def verb_command(kind: str, verb: str) -> Any:

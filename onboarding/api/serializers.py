@@ -10,6 +10,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
+from maas_domain.api.reports import AcceptanceReportSerializer, HardwareReportSerializer
 from maas_domain.api.serializers import IPv4Field, StrictMixin, hostname_field
 from maas_domain.validators import hostname_error, ipv4_error
 from maas_domain.work import OPEN_STATES, WorkflowState
@@ -62,6 +63,13 @@ class BatchStartSerializer(StrictMixin, serializers.Serializer[Any]):
 
 
 class OnboardingSerializer(workflows.WorkflowSerializer):
+    hardware_report = HardwareReportSerializer(
+        read_only=True, help_text="The machine judged against its SKU (docs/hardware.md)."
+    )
+    acceptance_report = AcceptanceReportSerializer(
+        read_only=True, help_text="The acceptance tests' results per script and device."
+    )
+
     class Meta:
         model = Onboarding
         fields = [
@@ -88,6 +96,8 @@ class OnboardingSerializer(workflows.WorkflowSerializer):
             "enrolled_at",
             "enrolled_attempt",
             "completed_at",
+            "hardware_report",
+            "acceptance_report",
             "updated_at",
         ]
         read_only_fields = fields

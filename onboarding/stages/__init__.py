@@ -9,8 +9,10 @@ engine's intent log (``ctx.sent``) tells a re-run that a mutation may already ha
 from __future__ import annotations
 
 from onboarding.models import Onboarding
+from onboarding.stages.acceptance import acceptance, acceptance_applies
 from onboarding.stages.commission import PAST_COMMISSIONING, commission
 from onboarding.stages.common import S
+from onboarding.stages.conformance import conformance
 from onboarding.stages.deploy import deploy
 from onboarding.stages.discover import discover
 from onboarding.stages.enrollment import complete, enrollment, hardware_sync
@@ -18,7 +20,7 @@ from onboarding.stages.payload import payload_stage
 from onboarding.stages.preflight import preflight
 from onboarding.stages.reachability import reachability, reachability_applies
 from onboarding.stages.recovery import adopt_stage, cancel, reset
-from onboarding.stages.storage_pxe import storage_pxe
+from onboarding.stages.storage_pxe import first_deploy, storage_pxe
 from workflows.kinds import Call as C
 from workflows.kinds import Stage
 
@@ -66,6 +68,30 @@ STAGES: list[Stage[Onboarding]] = [
         expects=COMMISSIONING,
     ),
     Stage(
+        "conformance",
+        conformance,
+        600,
+        (
+            C("machine_hardware", "CPUs, memory, NICs, disks, firmware strings"),
+            C("node_devices", "only if the SKU states GPUs"),
+            C("events", "on a failure, for the evidence"),
+        ),
+        expects=COMMISSIONING | {S.READY},
+    ),
+    Stage(
+        "acceptance",
+        acceptance,
+        14400,  # a GPU burn-in and an NCCL run take hours
+        (
+            GET,
+            C("test", "policy's acceptance_scripts with acceptance_parameters"),
+            C("testing_run", "the results per script and device, with output"),
+            C("events", "on a failure, for the evidence"),
+        ),
+        expects=frozenset({S.READY, S.TESTING, S.FAILED_TESTING}),
+        applies=acceptance_applies,
+    ),
+    Stage(
         "storage_pxe",
         storage_pxe,
         600,
@@ -78,6 +104,7 @@ STAGES: list[Stage[Onboarding]] = [
             C("link_subnet", "the same"),
         ),
         expects=COMMISSIONING | {S.READY},
+        applies=first_deploy,
     ),
     Stage(
         "reachability",
@@ -105,7 +132,18 @@ STAGES: list[Stage[Onboarding]] = [
         "hardware_sync", hardware_sync, 1800, (C("get_machine", "if required"),), expects=DEPLOYING
     ),
     Stage("enrollment", enrollment, 1800, expects=frozenset({S.DEPLOYED, S.DEPLOYING})),
-    Stage("complete", complete, 300, (GET,), expects=frozenset({S.DEPLOYED})),
+    Stage(
+        "complete",
+        complete,
+        300,
+        (
+            GET,
+            C("machine_hardware", "only if the machine was never judged (adopted past it)"),
+            C("node_devices", "the same, if the SKU states GPUs"),
+            C("events", "the same, on a failure"),
+        ),
+        expects=frozenset({S.DEPLOYED}),
+    ),
 ]
 RESET: Stage[Onboarding] = Stage(
     "reset",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from maas_client.errors import MaasError
 from maas_client.status import NodeStatus
 from maas_client.types import Machine
 from onboarding.models import Onboarding
@@ -13,6 +14,7 @@ from workflows.results import StageFailed
 S = NodeStatus
 Ctx = StageContext[Onboarding]
 POLL = 600.0  # check-in fallback when nothing wakes a wait earlier (seconds)
+MAAS_EVENTS_KEPT = 20  # MAAS's latest events for the machine, kept with a failed report
 
 
 def read_machine(ctx: Ctx) -> Machine:
@@ -43,3 +45,17 @@ def send_commission(ctx: Ctx, machine: Machine) -> None:
         enable_ssh=policy.commission_enable_ssh,
         skip_bmc_config=policy.commission_skip_bmc_config,
     )
+
+
+def recent_maas_events(ctx: Ctx, sid: str) -> list[dict[str, str]]:
+    """MAAS's latest events for the machine, kept with a failed report and then with the
+    quarantine evidence; a MAAS that cannot answer now does not change the verdict (the list
+    says so)."""
+    try:
+        page = ctx.maas.events(system_ids=[sid], limit=MAAS_EVENTS_KEPT)
+    except MaasError as exc:
+        return [{"created": "", "level": "", "message": f"MAAS events unavailable: {exc.message}"}]
+    return [
+        {"created": e.created.isoformat(), "level": e.level, "message": e.message}
+        for e in page.events
+    ]

@@ -4,10 +4,13 @@ with its tokens) and the completion gates.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils import timezone
 
 from maas_domain.models import NodeState
 from onboarding.stages.common import POLL, Ctx, S, read_machine
+from onboarding.stages.conformance import conformance
 from workflows.results import Done, Fail, Result, Wait
 
 # -- 7. hardware sync -----------------------------------------------------------------------------
@@ -50,8 +53,16 @@ def enrollment(ctx: Ctx) -> Result:
 
 
 def complete(ctx: Ctx) -> Result:
-    """Every gate of docs/onboarding.md ("Completion gates"), each a separate fact of this run."""
+    """Every gate of docs/onboarding.md ("Completion gates"), each a separate fact of this run.
+    A workflow that never judged its machine (adopted past the conformance stage, or started
+    before it existed) judges it here: no node goes active unjudged."""
     wf = ctx.wf
+    judged: dict[str, Any] = {}
+    if not wf.hardware_report:
+        checked = conformance(ctx)
+        if not isinstance(checked, Done):
+            return checked
+        wf.hardware_report = judged["hardware_report"] = checked.updates["hardware_report"]
     machine = read_machine(ctx)
     node = wf.node.state if wf.node_id and wf.node is not None else None  # loaded with the row
     gates = {
@@ -61,10 +72,17 @@ def complete(ctx: Ctx) -> Result:
         "enrolled": wf.enrolled_at is not None and wf.enrolled_attempt is not None,
         "node_row": node in (NodeState.PROVISIONING, NodeState.ACTIVE),
         "current_attempt": wf.enrolled_attempt == wf.attempt == wf.token_attempt,
+        # the machine was judged against its SKU (conformant, or policy said warn)
+        "hardware_checked": bool(wf.hardware_report)
+        and (
+            wf.hardware_report.get("conformant") is True or wf.hardware_report.get("mode") == "warn"
+        ),
     }
+    if ctx.policy.acceptance_scripts:
+        gates["acceptance_passed"] = wf.acceptance_report.get("passed") is True
     failed = [name for name, ok in gates.items() if not ok]
     if failed:
         return Fail(
             "completion_gate", f"completion gates not met: {', '.join(failed)}", {"gates": gates}
         )
-    return Done("all completion gates hold", {"completed_at": timezone.now()})
+    return Done("all completion gates hold", {"completed_at": timezone.now(), **judged})

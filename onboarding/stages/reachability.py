@@ -8,6 +8,7 @@ from maas_domain import redaction, urlsafety
 from onboarding.models import Onboarding
 from onboarding.stages.common import POLL, Ctx, S, read_machine
 from onboarding.stages.preflight import fetch_targets
+from onboarding.stages.storage_pxe import first_deploy
 from workflows.results import Done, Fail, Result, Wait
 
 # -- 4b. reachability from the node's own network -------------------------------------------------
@@ -66,4 +67,6 @@ def _shown_output(output: str, urls: list[str]) -> str:
 
 
 def reachability_applies(wf: Onboarding) -> bool:
-    return bool(wf.profile.effective_policy().reachability_script)
+    """Policy names a script, and the node's network is new to us (a reimage's redeploy
+    reuses the network its first onboarding checked)."""
+    return bool(wf.profile.effective_policy().reachability_script) and first_deploy(wf)

@@ -71,7 +71,7 @@ ADOPT = {
     S.COMMISSIONING: "commission",
     S.TESTING: "commission",
     S.FAILED_COMMISSIONING: "commission",
-    S.READY: "storage_pxe",
+    S.READY: "conformance",  # judged (and tested) before anything is set on it
     S.ALLOCATED: "deploy",
     S.DEPLOYING: "deploy",
     S.FAILED_DEPLOYMENT: "deploy",  # released (no erase) and deployed again

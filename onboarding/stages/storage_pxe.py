@@ -4,6 +4,7 @@ on the PXE subnet.
 
 from __future__ import annotations
 
+from onboarding.models import Onboarding
 from onboarding.stages.commission import PAST_COMMISSIONING
 from onboarding.stages.common import Ctx, S, read_machine
 from workflows.results import Done, Fail, Result
@@ -70,3 +71,9 @@ def storage_pxe(ctx: Ctx) -> Result:
             "pxe", f"PXE interface {iface.name} did not take the AUTO link on {target.cidr}"
         )
     return Done(f"PXE interface {iface.name} relinked to AUTO on {target.cidr}")
+
+
+def first_deploy(wf: Onboarding) -> bool:
+    """Not a reimage's redeploy: MAAS keeps the layout and the PXE link the node's first
+    onboarding set across the release (decommission/stages.py starts the redeploy past them)."""
+    return wf.parent_kind != "decommission"

@@ -54,6 +54,7 @@ def test_healthy_probe_records_result_on_site_and_audits(api: APIClient, sim: Si
         "version",
         "boot_resources",
         "pxe_subnets",
+        "testing_scripts",
         "power_credentials",
         "node_trust",
     }

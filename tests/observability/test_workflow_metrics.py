@@ -18,6 +18,7 @@ STAGES = (
     "preflight",
     "discover",
     "commission",
+    "conformance",
     "storage_pxe",
     "payload",
     "deploy",

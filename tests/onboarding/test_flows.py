@@ -49,6 +49,7 @@ def test_single_node_happy_path_discovered_by_ipmi(
         "preflight",
         "discover",
         "commission",
+        "conformance",
         "storage_pxe",
         "payload",
         "deploy",

@@ -278,6 +278,7 @@ def test_completion_gates_fail_when_any_gate_is_missing(bench: Bench) -> None:
         "enrolled": False,
         "node_row": True,
         "current_attempt": False,
+        "hardware_checked": True,  # judged here: never judged before (docs/hardware.md)
     }
     now = timezone.now()
     Onboarding.objects.filter(pk=wf.pk).update(

@@ -87,12 +87,13 @@ def footprint(model: Any, **rows: Any) -> Any:
     from django.db.models import Count, Max
 
     found = model.objects.filter(**rows)
+    states = found.values_list("state", "stage").annotate(n=Count("id"))
     return (
-        tuple(found.values_list("state", "stage").annotate(n=Count("id")).order_by("state", "stage")),
+        tuple(states.order_by("state", "stage")),
         found.aggregate(
             lease=Max("lease_expires_at"), check=Max("next_check_at"), events=Count("events")
         ),
-    )  # fmt: skip
+    )
 
 
 def fresh_broker(settings: Any) -> None:

@@ -1,0 +1,240 @@
+"""Hardware truth in the onboarding stages (docs/hardware.md), each stage run once against the
+simulator's machines and their faults (tests/support/stages.py): the conformance judgement and
+its report, warn mode, a machine MAAS knows nothing of, the completion gate that judges a
+machine adopted past the stage, and the quarantine with its evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from maas_domain.models import AuditLog, ImmutableEvidence, Node, QuarantineEvidence
+from onboarding.models import Onboarding
+from tests.support.stages import Bench, run_stage
+from workflows.kinds import KINDS
+
+pytestmark = pytest.mark.django_db
+
+FABRIC = [
+    {"name": f"ens{i}np0", "mac_address": f"52:54:00:ab:00:{i:02x}", "speed": 400000,
+     "vendor": "Mellanox Technologies", "product": "MT2910 Family [ConnectX-7]"}
+    for i in range(8)
+]  # fmt: skip
+PXE = {"name": "eno1", "mac_address": "52:54:00:ab:01:01", "subnet": 1}
+PROFILE = {
+    "gpu": {"pci_ids": ["10de:2330"], "per_numa_node": {"0": 4, "1": 4}},
+    "cpu": {"min": 64},
+    "memory": {"min_gib": 1024},
+    "nics": [
+        {"role": "fabric", "count": 8, "min_speed_mbps": 400000, "vendor": "Mellanox"},
+        {"role": "pxe", "pxe": True, "count": 1, "min_speed_mbps": 25000},
+    ],
+    "disks": [{"count": 2, "type": "nvme", "min_size_gb": 900}],
+}
+
+
+def onboarding(bench: Bench, hostname: str, ipmi_ip: str, **fields: Any) -> Onboarding:
+    node = bench.node(hostname, ipmi_ip, state="provisioning")
+    return Onboarding.objects.create(
+        site=bench.site, profile=bench.profile, sku=bench.sku, node=node, hostname=hostname,
+        ipmi_ip=ipmi_ip, correlation_id="hw-test", **fields,
+    )  # fmt: skip
+
+
+def machine(bench: Bench, hostname: str, **spec: Any) -> str:
+    sid: str = bench.sim.add(
+        hostname=hostname, status=spec.pop("status", "ready"), interfaces=[PXE, *FABRIC], **spec
+    )
+    model = bench.sim.model
+    with model.lock:  # what MAAS said of the machine when it commissioned it
+        model.event(model.machines[sid], "INFO", "Commissioning", "GPU 7 not found on bus")
+    return sid
+
+
+def profiled(bench: Bench, **changes: Any) -> None:
+    bench.sku.hardware = {**PROFILE, **changes}
+    bench.sku.gpu_model = "H100"
+    bench.sku.save()
+
+
+def judged(
+    bench: Bench, hostname: str, ipmi: str, **spec: Any
+) -> tuple[Any, Onboarding, list[Any]]:
+    sid = machine(bench, hostname, **spec)
+    wf = onboarding(bench, hostname, ipmi, maas_system_id=sid)
+    result, events = run_stage("onboarding", wf, "conformance")
+    return result, wf, events
+
+
+def checks(report: dict[str, Any]) -> dict[str, bool]:
+    return {c["requirement"]: c["passed"] for c in report["checks"]}
+
+
+def test_a_machine_as_its_sku_promises_conforms_with_a_report_of_every_requirement(
+    bench: Bench,
+) -> None:
+    profiled(bench)
+    result, _, events = judged(bench, "hw1", "10.6.0.1")
+    assert type(result).__name__ == "Done", result
+    report = result.updates["hardware_report"]
+    assert report["conformant"] is True and report["mode"] == "enforce"
+    assert report["sku"] == "gpu-8x" and report["maas_system_id"]
+    assert set(checks(report)) == {"gpu.count", "gpu.model", "gpu.per_numa_node", "cpu.count",
+                                   "memory", "nics.fabric", "nics.pxe", "disks.0"}  # fmt: skip
+    assert all(checks(report).values())
+    assert [e[0] for e in events] == ["hardware.conformant"]
+
+
+def test_a_gpu_off_the_bus_fails_closed_naming_the_count(bench: Bench) -> None:
+    profiled(bench)
+    result, _, events = judged(bench, "hw2", "10.6.0.2", faults={"gpu_missing": 1})
+    assert (type(result).__name__, result.failure_class) == ("Fail", "hardware_nonconformant")
+    assert "gpu.count: expected 8 x 10de:2330, observed 7" in result.message
+    report = result.updates["hardware_report"]
+    assert checks(report)["gpu.count"] is False and checks(report)["gpu.per_numa_node"] is False
+    assert report["conformant"] is False
+    assert any("GPU 7 not found" in e["message"] for e in report["maas_events"])
+    assert ("hardware.nonconformant", True) in [(e[0], e[2].get("enforced")) for e in events]
+
+
+def test_with_the_comparison_deleted_seven_gpus_would_pass(bench: Bench, monkeypatch: Any) -> None:
+    """The test above fails if the judgement is taken away: shown by taking it away."""
+    from maas_domain import hardware
+
+    profiled(bench)
+    monkeypatch.setattr(hardware, "judge", lambda **kw: [])
+    result, _, _ = judged(bench, "hw3", "10.6.0.3", faults={"gpu_missing": 1})
+    assert type(result).__name__ == "Done"  # what the product would do without the stage
+
+
+def test_a_fabric_nic_linking_at_100g_fails_its_role(bench: Bench) -> None:
+    profiled(bench)
+    result, _, _ = judged(bench, "hw4", "10.6.0.4", faults={"nic_slow": {"ens3np0": 100000}})
+    assert result.failure_class == "hardware_nonconformant"
+    fabric = next(c for c in result.updates["hardware_report"]["checks"]
+                  if c["requirement"] == "nics.fabric")  # fmt: skip
+    assert fabric["observed"] == "7 of 8 matching; short: ens3np0 at 100G"
+
+
+def test_the_bmc_vga_does_not_make_seven_gpus_eight(bench: Bench) -> None:
+    """A SKU that states only a count (as every SKU did before profiles) counts accelerators,
+    not MAAS's GPU type: the simulated machine's ASPEED VGA is a 'GPU' to MAAS."""
+    bench.sku.hardware = {}
+    bench.sku.save()
+    result, _, _ = judged(bench, "hw5", "10.6.0.5", faults={"gpu_missing": 1})
+    assert result.failure_class == "hardware_nonconformant"
+    assert "observed 7; not counted: ASPEED" in result.message
+
+
+def test_warn_mode_records_and_continues(bench: Bench) -> None:
+    profiled(bench)
+    bench.policy(hardware_conformance="warn")
+    result, _, events = judged(bench, "hw6", "10.6.0.6", faults={"gpu_missing": 2})
+    assert type(result).__name__ == "Done"
+    assert result.updates["hardware_report"]["conformant"] is False
+    warned = [e for e in events if e[0] == "hardware.nonconformant"]
+    assert warned and warned[0][2]["enforced"] is False
+    assert "hardware_conformance is warn" in warned[0][1]
+
+
+def test_a_sku_stating_nothing_reads_nothing_from_maas(bench: Bench) -> None:
+    bench.sku.gpu_count = 0
+    bench.sku.save()
+    bench.sim.reset_counters()
+    result, _, _ = judged(bench, "hw7", "10.6.0.7")
+    assert type(result).__name__ == "Done"
+    assert bench.sim.count("machine.read") == 0 and bench.sim.count("nodedevices.read") == 0
+
+
+def test_a_machine_maas_never_commissioned_is_never_judged_conformant(bench: Bench) -> None:
+    """Created through the API and not commissioned: MAAS knows only its MACs."""
+    from maas_client.client import MaasClient
+    from tests.support.maas import API_KEY
+
+    client = MaasClient(bench.sim.url, API_KEY)
+    created = client.create_machine(
+        hostname="hw8",
+        mac_addresses=["52:54:00:ab:09:01"],
+        power_parameters={"power_address": "10.6.0.8"},
+    )
+    sid = created.system_id
+    client.close()
+    wf = onboarding(bench, "hw8", "10.6.0.8", maas_system_id=sid)
+    result, _ = run_stage("onboarding", wf, "conformance")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "hardware_unknown")
+    assert "nothing was judged conformant" in result.message
+    assert result.updates["hardware_report"]["conformant"] is False
+
+
+def test_the_completion_gate_judges_a_machine_adopted_past_conformance(bench: Bench) -> None:
+    profiled(bench)
+    sid = machine(bench, "hw9", status="deployed", faults={"gpu_missing": 1})
+    wf = onboarding(bench, "hw9", "10.6.0.9", maas_system_id=sid, token_attempt=1)
+    result, _ = run_stage("onboarding", wf, "complete")
+    assert result.failure_class == "hardware_nonconformant"
+
+
+def test_a_nonconformant_machine_quarantines_its_node_with_frozen_evidence(bench: Bench) -> None:
+    profiled(bench)
+    sid = machine(bench, "hwa", faults={"gpu_missing": 1})
+    wf = onboarding(bench, "hwa", "10.6.0.10", maas_system_id=sid)
+    run_stage("onboarding", wf, "conformance", record=True)
+    wf.refresh_from_db()
+    assert (wf.state, wf.failure_class) == ("failed", "hardware_nonconformant")
+    assert wf.hardware_report["conformant"] is False
+    node = Node.objects.get(pk=wf.node_id)
+    assert node.state == "quarantined" and node.maas_system_id == sid
+    evidence = QuarantineEvidence.objects.get(node=node)
+    assert (evidence.kind, evidence.workflow_kind, evidence.workflow_id) == (
+        "hardware_nonconformant", "onboarding", wf.pk,
+    )  # fmt: skip
+    assert evidence.report["checks"] == wf.hardware_report["checks"]
+    assert "maas_events" not in evidence.report
+    assert any("GPU 7 not found" in e["message"] for e in evidence.maas_events)
+    assert [e["kind"] for e in evidence.timeline][-1] == "stage.failed"
+    assert AuditLog.objects.filter(action="node.evidence", target_id=str(node.pk)).exists()
+    assert wf.events.filter(kind="node.quarantined").exists()
+    # frozen: neither the row nor a queryset can change or remove it
+    evidence.reason = "edited"
+    with pytest.raises(ImmutableEvidence):
+        evidence.save()
+    with pytest.raises(ImmutableEvidence):
+        QuarantineEvidence.objects.filter(pk=evidence.pk).update(reason="edited")
+    with pytest.raises(ImmutableEvidence):
+        QuarantineEvidence.objects.filter(pk=evidence.pk).delete()
+
+
+def test_a_rerun_after_repair_takes_the_node_back_and_judges_again(bench: Bench) -> None:
+    from workflows import verbs
+
+    profiled(bench)
+    sid = machine(bench, "hwb", faults={"gpu_missing": 1})
+    wf = onboarding(bench, "hwb", "10.6.0.11", maas_system_id=sid)
+    run_stage("onboarding", wf, "conformance", record=True)
+    bench.sim.post(f"machines/{sid}/faults", {"gpu_missing": 0})  # the GPU is reseated
+    verbs.apply(KINDS["onboarding"], wf.pk, "rerun", actor=bench.admin, reason="GPU reseated")
+    node = Node.objects.get(pk=wf.node_id)
+    assert node.state == "provisioning"
+    # the evidence of the first judgement stays
+    assert QuarantineEvidence.objects.filter(node=node).count() == 1
+
+
+def test_a_node_quarantined_for_another_reason_stays_quarantined_on_rerun(bench: Bench) -> None:
+    from maas_domain.services import evidence as evidence_services
+    from workflows import verbs
+
+    profiled(bench)
+    sid = machine(bench, "hwc", faults={"gpu_missing": 1})
+    wf = onboarding(bench, "hwc", "10.6.0.12", maas_system_id=sid)
+    run_stage("onboarding", wf, "conformance", record=True)
+    node = Node.objects.get(pk=wf.node_id)
+    from django.db import transaction
+
+    with transaction.atomic():  # a decommission found its disks not erased afterwards
+        evidence_services.freeze(node=node, kind="not_erased", workflow_kind="decommission",
+                                 workflow_id=999, maas_system_id=sid, reason="disks",
+                                 report={}, timeline=[])  # fmt: skip
+    verbs.apply(KINDS["onboarding"], wf.pk, "rerun", actor=bench.admin, reason="retry")
+    node.refresh_from_db()
+    assert node.state == "quarantined"
