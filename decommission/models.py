@@ -46,6 +46,9 @@ class Decommission(Workflow):
     erased = models.BooleanField(
         null=True, blank=True, help_text="MAAS finished the disk erase this workflow asked for."
     )
+    # Each disk MAAS listed before the release and what the erase's output shows of it
+    # (decommission/erase.py, docs/hardware.md "Erase evidence"); {} until an erase is sent.
+    erase_evidence = models.JSONField(default=dict, blank=True)
     fallback_used = models.BooleanField(default=False)
     machine_deleted = models.BooleanField(default=False)
     reimage_onboarding = models.ForeignKey(

@@ -33,6 +33,7 @@ from workflows.kinds import Stage, StageContext
 from workflows.results import Done, Fail, Hold, Result, Wait
 from workflows.scheduling import Start, start_workflow
 
+from . import erase
 from .models import Decommission, Mode
 
 S = NodeStatus
@@ -158,8 +159,11 @@ def release(ctx: Ctx) -> Result:
     if status in RELEASABLE:
         if ctx.sent("release"):
             return Wait("waiting for MAAS to start the release", sid, int(status), 30)
-        if not wf.release_requested:
-            ctx.save_now(release_requested=True)
+        before: dict[str, Any] = {"release_requested": True}
+        if mode != "none":  # what the erase must account for, kept before it is sent
+            disks = erase.disks_before(maas.machine_hardware(sid).disks)
+            before["erase_evidence"] = {"mode": mode, "disks": disks, "outcome": "requested"}
+        ctx.save_now(**before)
         answer = maas.release(
             sid,
             erase=mode != "none",
@@ -183,6 +187,20 @@ def _why(machine: Machine) -> str:
 
 
 def _released(ctx: Ctx, mode: str) -> Result:
+    updates: dict[str, Any] = {}
+    if mode != "none" and ctx.sent("release"):
+        report = _erase_evidence(ctx, mode)
+        updates["erase_evidence"] = report
+        if not report["erased"]:
+            missing = erase.not_erased(report) or ["MAAS listed no disk"]
+            ctx.event("erase.unproven", f"no evidence of erase for: {', '.join(missing)}")
+            return Hold(
+                "not_erased",
+                "MAAS released the machine but shows no evidence of erase for "
+                f"{', '.join(missing)[:300]}: disks NOT known erased; node quarantined",
+                {"erased": False, **updates},
+            )
+        ctx.event("erase.proven", f"{len(report['disks'])} disks erased, each by its own line")
     erased = None if mode == "none" else True
     if erased and ctx.wf.erased is not True:
         # a resumed workflow that finally erased: the node leaves quarantine for draining
@@ -194,7 +212,19 @@ def _released(ctx: Ctx, mode: str) -> Result:
     how = "disks erased" if erased else "no erase (policy erase_mode none)"
     if not ctx.sent("release") and ctx.wf.erased:
         how = "disks were erased earlier in this workflow"
-    return Done(f"released: MAAS shows Ready; {how}", {"erased": erased or ctx.wf.erased})
+    return Done(
+        f"released: MAAS shows Ready; {how}", {"erased": erased or ctx.wf.erased, **updates}
+    )
+
+
+def _erase_evidence(ctx: Ctx, mode: str) -> dict[str, Any]:
+    """Each disk MAAS listed before the release, with what the wipe's output says of it (a
+    workflow that kept no list reads MAAS's disks now: MAAS keeps them across a release)."""
+    sid = ctx.wf.maas_system_id
+    disks = (ctx.wf.erase_evidence or {}).get("disks")
+    if not disks:
+        disks = erase.disks_before(ctx.maas.machine_hardware(sid).disks)
+    return erase.evidence(disks, ctx.maas.release_runs(sid), mode=mode)
 
 
 def _erase_failed(ctx: Ctx, machine: Machine, why: str) -> Result:
@@ -486,7 +516,7 @@ RELEASING = frozenset(
 
 GET = C("get_machine")
 ABORT = C("abort", "if erasing or deploying")
-CHILD = "by the child onboarding, from its payload stage"
+CHILD = "by the child onboarding, from its conformance stage"
 STAGES: list[Stage[Decommission]] = [
     Stage(
         "preflight",
@@ -503,6 +533,8 @@ STAGES: list[Stage[Decommission]] = [
             GET,
             C("allocate", "only if Ready and an erase is required"),
             C("release", "with the policy's erase mode"),
+            C("machine_hardware", "the disks to account for, before an erase is sent"),
+            C("release_runs", "the wipe's output, each disk's line, once Ready"),
             C("abort", "a failed or stuck erase, policy permitting"),
             C("mark_broken", "then, instead of releasing unerased disks"),
         ),

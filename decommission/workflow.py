@@ -3,8 +3,9 @@ each outcome."""
 
 from __future__ import annotations
 
-from maas_domain.models import Node, NodeState
+from maas_domain.models import EvidenceKind, Node, NodeState
 from maas_domain.policy import Policy
+from maas_domain.services import evidence as evidence_services
 from workflows.kinds import WorkflowKind
 
 from .models import Decommission, DecommissionEvent, Mode
@@ -34,12 +35,30 @@ def _on_success(wf: Decommission) -> None:
 
 
 def _quarantine(wf: Decommission) -> None:
-    """Disks not (known to be) erased: the node is not returned to any pool."""
+    """Disks not (known to be) erased: the node is not returned to any pool, and what is known
+    of each disk is frozen as its evidence (docs/hardware.md)."""
     node = _node(wf)
     if node.state in (NodeState.DRAINING, NodeState.ACTIVE, NodeState.PROVISIONING):
         node.quarantine()
         node.save()
-        KIND.add_event(wf, "node.quarantined", f"node {node.hostname} quarantined: {wf.reason}")
+        evidence = evidence_services.freeze(
+            node=node,
+            kind=EvidenceKind.NOT_ERASED,
+            workflow_kind=KIND.name,
+            workflow_id=wf.pk,
+            maas_system_id=wf.maas_system_id,
+            reason=wf.reason or "disks not known to be erased",
+            report=wf.erase_evidence or {},
+            timeline=[
+                dict(e) for e in wf.events.order_by("id").values("at", "kind", "stage", "message")
+            ],
+        )
+        KIND.add_event(
+            wf,
+            "node.quarantined",
+            f"node {node.hostname} quarantined: {wf.reason}",
+            evidence_id=evidence.pk,
+        )
 
 
 def _on_cancelled(wf: Decommission) -> None:

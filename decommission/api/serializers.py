@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiExample
 from rest_framework import serializers
 
 from decommission.models import Decommission, Mode
+from maas_domain.api.reports import EraseEvidenceSerializer
 from maas_domain.api.serializers import StrictMixin
 from workflows import api as workflows
 from workflows.models import COMMON_FIELDS
@@ -29,6 +30,11 @@ class StorageCleanupSerializer(DecommissionStartSerializer):
 
 
 class DecommissionSerializer(workflows.WorkflowSerializer):
+    erase_evidence = EraseEvidenceSerializer(
+        read_only=True,
+        help_text="Each disk MAAS listed before the release and what the erase shows of it.",
+    )
+
     class Meta:
         model = Decommission
         fields = [
@@ -44,6 +50,7 @@ class DecommissionSerializer(workflows.WorkflowSerializer):
             "erase_mode",
             "erased",
             "fallback_used",
+            "erase_evidence",
             "machine_deleted",
             "reimage_onboarding_id",
             "requested_by",

@@ -75,6 +75,33 @@ class AcceptanceReportSerializer(_Report):
     maas_events = KeptMaasEventSerializer(many=True, required=False)
 
 
+class ErasedDiskSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField(help_text="The block device's MAAS id.")
+    name = serializers.CharField(help_text="Kernel name when MAAS listed it (e.g. nvme1n1).")
+    serial = serializers.CharField()
+    model = serializers.CharField()
+    size = serializers.IntegerField(help_text="Bytes.")
+    mode = serializers.CharField(help_text="How it was erased (secure, quick, zeroed) or asked.")
+    outcome = serializers.ChoiceField(choices=["erased", "failed", "no_evidence"])
+    line = serializers.CharField(help_text="The wipe's output line that shows it (or empty).")
+    time = serializers.CharField(allow_null=True, help_text="When the wipe ended.")
+
+
+class EraseEvidenceSerializer(_Report):
+    """What a release with erase did to each disk (docs/hardware.md, "Erase evidence")."""
+
+    mode = serializers.CharField(required=False, help_text="The erase mode asked for.")
+    outcome = serializers.CharField(required=False, help_text="requested: the wipe not read yet.")
+    erased = serializers.BooleanField(required=False, help_text="Every disk has its own line.")
+    run_id = serializers.IntegerField(allow_null=True, required=False)
+    result_status = serializers.CharField(
+        required=False, help_text="MAAS's one wipe-disks result (Passed even if a disk failed)."
+    )
+    ended = serializers.CharField(allow_null=True, required=False)
+    disks = ErasedDiskSerializer(many=True, required=False)
+    unaccounted = serializers.ListField(child=serializers.CharField(), required=False)
+
+
 class EvidenceSummarySerializer(serializers.ModelSerializer[QuarantineEvidence]):
     node_id = serializers.IntegerField(read_only=True)
     kind = serializers.ChoiceField(choices=EvidenceKind.choices, read_only=True)
