@@ -17,6 +17,7 @@ from maas_simulator import api_interfaces as ifc
 from maas_simulator import api_machines as mach
 from maas_simulator import api_network as net
 from maas_simulator import api_nodedevices as nodedev
+from maas_simulator import api_scripts as scr
 from maas_simulator import api_site as site
 from maas_simulator import api_storage as sto
 from maas_simulator.errors import ApiError
@@ -241,6 +242,13 @@ RESOURCES = [
             A("delete", "DELETE", None, mach.machine_delete, perm="admin"),
             A("commission", "POST", "commission", mach.machine_commission, perm="admin"),
             A("test", "POST", "test", mach.machine_test, perm="admin"),
+            A(
+                "override_failed_testing",
+                "POST",
+                "override_failed_testing",
+                mach.machine_override_failed_testing,
+                perm="admin",
+            ),
             A("deploy", "POST", "deploy", mach.machine_deploy, perm="edit"),
             A("release", "POST", "release", mach.machine_release, perm="edit"),
             A("abort", "POST", "abort", mach.machine_abort, perm="edit"),
@@ -415,12 +423,26 @@ RESOURCES = [
     ),
     Resource("EventsHandler", f"{P}events/", [A("query", "GET", "query", site.events_query)]),
     Resource(
-        "NodeScriptResultsHandler", f"{NODE}results/", [A("read", "GET", None, site.results_list)]
+        "NodeScriptResultsHandler",
+        f"{NODE}results/",
+        [A("read", "GET", None, scr.results_list, perm="view")],
     ),
     Resource(
         "NodeScriptResultHandler",
         f"{NODE}results/{{id}}/",
-        [A("read", "GET", None, site.results_read)],
+        [
+            A("read", "GET", None, scr.results_read, perm="view"),
+            A("download", "GET", "download", scr.results_download, perm="view"),
+        ],
+    ),
+    Resource("NodeScriptsHandler", f"{P}scripts/", [A("read", "GET", None, scr.scripts_list)]),
+    Resource(
+        "NodeScriptHandler",
+        f"{P}scripts/{{name}}",
+        [
+            A("read", "GET", None, scr.script_read),
+            A("download", "GET", "download", scr.script_download),
+        ],
     ),
     Resource(
         "NodeResultsHandler",
@@ -476,8 +498,6 @@ UNSIMULATED = [
         r"dhcp-snippets/[^/]+/",
         r"notifications/",
         r"notifications/[^/]+/",
-        r"scripts/",
-        r"scripts/[^/]+",
         r"commissioning-scripts/",
         r"commissioning-scripts/[^/]+",
         r"license-keys/",

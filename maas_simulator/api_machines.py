@@ -281,15 +281,42 @@ def machine_commission(sim: Simulator, req: Request) -> Response:
         k: req.flag(k) for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
     }
     params["testing_scripts"] = ",".join(req.all("testing_scripts"))
+    _check_commissioning_tests(sim, params["testing_scripts"])
     lifecycle.commission(sim, m, req.user, params)
     return raw(machine_json(sim, m))
 
 
 def machine_test(sim: Simulator, req: Request) -> Response:
+    """``op=test``: the form is the body (``request.data``); answers the machine, Testing."""
     m = machine_or_404(sim, req)
     assert req.user is not None
-    testing.start(sim, m, req.user, {**req.query, **req.form})
+    testing.start(sim, m, req.user, req.data)
     return raw(machine_json(sim, m))
+
+
+def machine_override_failed_testing(sim: Simulator, req: Request) -> Response:
+    m = machine_or_404(sim, req)
+    assert req.user is not None
+    testing.override_failed_testing(sim, m, req.user, req.data.get("comment", [""])[0])
+    return raw(machine_json(sim, m))
+
+
+def _check_commissioning_tests(sim: Simulator, given: str) -> None:
+    """``CommissionForm``'s ``testing_scripts``: names or tags of testing scripts, or
+    ``none``."""
+    if not given:
+        return
+    testing = sim.scripts.of_type(2)
+    choices = {"none"} | {s.name for s in testing} | {t for s in testing for t in s.tags}
+    bad = next((n for n in given.split(",") if n not in choices), None)
+    if bad is not None:
+        raise invalid(
+            {
+                "testing_scripts": [
+                    f"Select a valid choice. {bad} is not one of the available choices."
+                ]
+            }
+        )
 
 
 def machine_deploy(sim: Simulator, req: Request) -> Response:

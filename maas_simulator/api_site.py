@@ -19,7 +19,6 @@ from maas_simulator.render import (
     event_json,
     legacy_result_json,
     machine_json,
-    script_set_json,
     user_json,
 )
 from maas_simulator.users import LEVELS, SSHKey, Token
@@ -29,7 +28,6 @@ from maas_simulator.wire import (
     deleted,
     int_param,
     mandatory,
-    node_or_404,
     raw,
 )
 
@@ -312,53 +310,6 @@ def events_query(sim: Simulator, req: Request) -> Any:
         "next_uri": next_uri,
         "prev_uri": prev_uri,
     }
-
-
-RESULT_TYPE_NAMES = {
-    "commissioning": 0,
-    "commission": 0,
-    "0": 0,
-    "installation": 1,
-    "install": 1,
-    "1": 1,
-    "testing": 2,
-    "test": 2,
-    "2": 2,
-    "release": 3,
-    "3": 3,
-}
-
-
-def results_list(sim: Simulator, req: Request) -> Any:
-    m = node_or_404(sim, req)
-    wanted = req.get("type")
-    if wanted is not None and wanted not in RESULT_TYPE_NAMES:
-        raise invalid({"type": [f"Unknown type: {wanted}"]})
-    include = req.get("include_output") is not None
-    return [
-        script_set_json(m, ss, include)
-        for ss in m.script_sets
-        if wanted is None or ss.type == RESULT_TYPE_NAMES[wanted]
-    ]
-
-
-def results_read(sim: Simulator, req: Request) -> Any:
-    m = node_or_404(sim, req)
-    ref = req.params["id"]
-    current = {"current-commissioning": 0, "current-testing": 2, "current-installation": 1}
-    if ref in current:
-        sets = [s for s in m.script_sets if s.type == current[ref]]
-    elif ref.isdigit():
-        sets = [s for s in m.script_sets if s.id == int(ref)]
-    else:
-        raise ApiError(
-            400,
-            f'Unknown id "{ref}" must be current-commissioning, current-testing, '
-            "current-installation, or the id number of a specific result.",
-        )
-    if not sets:
-        raise ApiError(404, "No ScriptSet matches the given query.")
-    return script_set_json(m, sets[-1], req.get("include_output") is not None)
 
 
 # -- tags -----------------------------------------------------------------------------------------

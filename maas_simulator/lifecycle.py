@@ -11,9 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from maas_client.status import RELEASABLE, NodeStatus
+from maas_simulator import runner
 from maas_simulator.errors import ApiError, conflict, invalid
 from maas_simulator.model import Simulator
-from maas_simulator.nodes import Machine
+from maas_simulator.nodes import Machine, ScriptSet
+from maas_simulator.scripts import TESTING
+from maas_simulator.scriptsets import ParameterErrors, clean_old, new_results, select
 from maas_simulator.users import User
 
 S = NodeStatus
@@ -99,7 +102,8 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
 
         sim.schedule(m, COMMISSION_TESTING_AT - 10, fail)
         return
-    run_tests = (params.get("testing_scripts") or "").strip().lower() != "none"
+    tests = [n for n in (params.get("testing_scripts") or "").split(",") if n]
+    run_tests = "none" not in tests
 
     def processed(sim: Simulator, mm: Machine) -> None:
         # The commissioning output is processed: hardware, default layout, networking.
@@ -110,11 +114,8 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
             sim.reset_networking(mm)
 
     def ready(sim: Simulator, mm: Machine) -> None:
-        if run_tests:
-            sim.finish_script_set(mm, 2, passed=True, output=b"smartctl-validate: PASSED\n")
-        else:
-            sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
-            processed(sim, mm)
+        sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
+        processed(sim, mm)
         mm.owner = None
         mm.power_state = "off"
         sim.set_status(mm, S.READY)
@@ -125,15 +126,32 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
         return
 
     def testing(sim: Simulator, mm: Machine) -> None:
+        # The tests run once the hardware is known (MAAS regenerates the per-disk results
+        # after commissioning); the runner's last signal moves the machine on.
         sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
         processed(sim, mm)
         sim.set_status(mm, S.TESTING)
-        sim.event(mm, "INFO", "Running test", "smartctl-validate on sda")
-        sim.script_set(mm, 2, passed=None)
-        sim.schedule_timeout(mm, S.TESTING)
+        ss = commissioning_tests(sim, mm, tests or ["commissioning"])
+        seconds = COMMISSION_READY_AT - COMMISSION_TESTING_AT
+        runner.start(sim, mm, ss, at=0, seconds=seconds)
 
     sim.schedule(m, COMMISSION_TESTING_AT, testing)
-    sim.schedule(m, COMMISSION_READY_AT, ready)
+
+
+def commissioning_tests(sim: Simulator, m: Machine, names: list[str]) -> ScriptSet:
+    """The testing script set commissioning runs (its ``testing_scripts``, by default those
+    tagged ``commissioning``); a script whose parameters do not fit this machine is left out."""
+    now = sim.now()
+    results = []
+    for script in select(sim.scripts, m, names, TESTING):
+        try:
+            results += new_results(m, script, {}, sim.new_id, now)
+        except ParameterErrors:
+            continue
+    ss = ScriptSet(id=sim.new_id(), type=2, started=now, results=results)
+    m.script_sets.append(ss)
+    clean_old(m, ss)
+    return ss
 
 
 def commissioning_passed(sim: Simulator, m: Machine) -> bool:

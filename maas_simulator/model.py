@@ -34,6 +34,8 @@ from maas_simulator.interfaces import (
 from maas_simulator.inventory import Change, read_hardware
 from maas_simulator.network import Network, Subnet
 from maas_simulator.nodes import (
+    RUNNING_OR_PENDING,
+    SCRIPT_STATUS,
     BootResource,
     Device,
     Hardware,
@@ -45,6 +47,7 @@ from maas_simulator.nodes import (
     default_disks,
     node_mac,
 )
+from maas_simulator.scripts import Catalogue
 from maas_simulator.storage import BlockDevice, LayoutError, LayoutFieldsError, new_uuid_factory
 from maas_simulator.users import LEVELS, Event, SSHKey, User
 
@@ -141,6 +144,7 @@ class Simulator:
         self._events = itertools.count(1)
         self.new_uuid = new_uuid_factory(self.rng)
         self._scheduler: Scheduler[Step] = Scheduler()
+        self.scripts = Catalogue(created=self.clock.now())
         self._step_time: float | None = None
         self.node_side: Callable[[Simulator, Machine], None] | None = None
 
@@ -284,6 +288,45 @@ class Simulator:
                     r.status, r.ended = status, now
             if ss.ended is None and all(r.ended is not None for r in ss.results):
                 ss.ended = now
+        m.touch(now)
+
+    def set_result(
+        self,
+        m: Machine,
+        ss: ScriptSet,
+        r: ScriptResult,
+        status: int,
+        *,
+        output: bytes | None = None,
+        exit_status: int | None = None,
+    ) -> None:
+        """A script result changes status, with the events MAAS's signal writes: ``Running
+        test`` (a test starting), ``Script`` (``<name> on <device> failed``, ``timed out``,
+        ``aborted``), else a DEBUG ``Script result`` (``… changed status from 'A' to 'B'``)."""
+        old, now = r.status, self.now()
+        if status == 1 and r.started is None:
+            r.started = now
+        elif status not in RUNNING_OR_PENDING and r.ended is None:
+            r.ended = now
+        r.status, r.updated = status, now
+        if output is not None:
+            r.output = output
+        if status not in RUNNING_OR_PENDING:
+            r.exit_status = exit_status
+        if ss.type == 2 and old == 0 and status in (1, 7, 10):
+            self.event(m, "INFO", "Running test", r.title)
+        elif status in (3, 4, 5, 8, 11):
+            self.event(m, "INFO", "Script", f"{r.title} {SCRIPT_STATUS[status].lower()}")
+        elif old != status:
+            self.event(
+                m,
+                "DEBUG",
+                "Script result",
+                f"{r.title} changed status from '{SCRIPT_STATUS[old]}' to "
+                f"'{SCRIPT_STATUS[status]}'",
+            )
+        if ss.ended is None and all(x.ended is not None for x in ss.results):
+            ss.ended = now
         m.touch(now)
 
     def schedule_timeout(self, m: Machine, status: NodeStatus) -> None:

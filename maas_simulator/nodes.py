@@ -12,6 +12,7 @@ from maas_client.status import NodeStatus
 from maas_simulator.faults import MachineFaults
 from maas_simulator.hardware import GpuSpec, HardwareInfo, NicSpec, NodeDevice
 from maas_simulator.interfaces import Interface
+from maas_simulator.scripts import Script
 from maas_simulator.storage import Storage
 from maas_simulator.users import Event
 
@@ -20,6 +21,9 @@ S = NodeStatus
 
 @dataclass
 class ScriptResult:
+    """A ``ScriptResult``: one run of a script (of one disk or interface for per-device
+    scripts; the device is named in ``parameters``)."""
+
     id: int
     name: str
     status: int  # SCRIPT_STATUS
@@ -27,6 +31,31 @@ class ScriptResult:
     started: float | None
     ended: float | None
     exit_status: int | None = None
+    script: Script | None = None  # None: a built-in output stored by name only
+    parameters: dict[str, Any] = field(default_factory=dict)
+    disk: tuple[int, str] | None = None  # (block device id, name) of a per-disk result
+    interface: tuple[int, str] | None = None  # (interface id, name) of a per-interface one
+    stdout: bytes | None = None  # None: the same as output
+    stderr: bytes = b""
+    result: bytes = b""  # the YAML the script wrote to $RESULT_PATH
+    created: float | None = None
+    updated: float | None = None
+    suppressed: bool = False
+
+    @property
+    def title(self) -> str:
+        """How MAAS names the run in events: ``<name> on <disk>`` for a per-device one."""
+        device = self.disk or self.interface
+        return f"{self.name} on {device[1]}" if device else self.name
+
+    @property
+    def device_key(self) -> tuple[str, int | None, int | None]:
+        """Results of one script on one device, across runs (its history)."""
+        return (
+            self.name,
+            self.disk[0] if self.disk else None,
+            self.interface[0] if self.interface else None,
+        )
 
 
 SCRIPT_STATUS = {
@@ -37,26 +66,55 @@ SCRIPT_STATUS = {
     4: "Timed out",
     5: "Aborted",
     6: "Degraded",
+    7: "Installing dependencies",
+    8: "Failed installing dependencies",
     9: "Skipped",
+    10: "Applying custom network configuration",
+    11: "Failed to apply custom network configuration",
 }
+RUNNING_OR_PENDING = {0, 1, 7, 10}
 RESULT_TYPES = {0: "Commissioning", 1: "Installation", 2: "Testing", 3: "Release"}
+
+
+def overall_status(statuses: list[int]) -> int:
+    """``get_overall_status``: Running, Applying netconf and Installing → Running; then
+    Pending, Aborted; the failures and Timed out → Failed; Degraded; else Passed."""
+    for candidate in (1, 10, 7, 0, 5, 3, 11, 8, 4, 6):
+        if candidate in statuses:
+            if candidate in (1, 10, 7):
+                return 1
+            if candidate in (3, 11, 8, 4):
+                return 3
+            return candidate
+    return 2
 
 
 @dataclass
 class ScriptSet:
     id: int
     type: int
-    started: float
+    started: float  # when it was created
     results: list[ScriptResult] = field(default_factory=list)
     ended: float | None = None
 
     @property
     def status(self) -> int:
-        statuses = {r.status for r in self.results}
-        for candidate in (3, 4, 5, 1, 0):
-            if candidate in statuses:
-                return candidate
-        return 2
+        """The set's status from its results that are not suppressed (-1: none at all)."""
+        if not self.results:
+            return -1
+        return overall_status([r.status for r in self.results if not r.suppressed])
+
+    @property
+    def first_started(self) -> float | None:
+        started = [r.started for r in self.results if r.started is not None]
+        return min(started) if started else None
+
+    @property
+    def last_ended(self) -> float | None:
+        """None while any result has not ended."""
+        if not self.results or any(r.ended is None for r in self.results):
+            return None
+        return max(r.ended for r in self.results if r.ended is not None)
 
 
 @dataclass

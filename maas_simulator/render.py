@@ -12,14 +12,22 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
 import orjson
 
 from maas_client.status import LABELS
-from maas_simulator.hardware import UNKNOWN_HARDWARE_INFO
+from maas_simulator.hardware import (
+    CPU,
+    HARDWARE_TYPES,
+    MEMORY,
+    NETWORK,
+    NODE,
+    STORAGE,
+    UNKNOWN_HARDWARE_INFO,
+)
 from maas_simulator.interfaces import Interface, default_gateways, interface_json
 from maas_simulator.model import Simulator
 from maas_simulator.network import API_PREFIX
@@ -31,7 +39,9 @@ from maas_simulator.nodes import (
     Node,
     ScriptResult,
     ScriptSet,
+    overall_status,
 )
+from maas_simulator.scripts import PARALLEL_NAMES, SCRIPT_TYPE_NAMES, Script, duration
 from maas_simulator.users import Event, User
 
 
@@ -133,19 +143,47 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         "virtualmachine_id": None,
         "resource_uri": f"{API_PREFIX}machines/{m.system_id}/",
     }
-    for prefix in (
-        "commissioning",
-        "testing",
-        "cpu_test",
-        "memory_test",
-        "network_test",
-        "storage_test",
-        "other_test",
-        "interface_test",
-    ):
-        type_ = 0 if prefix == "commissioning" else 2
-        sets = [s for s in m.script_sets if s.type == type_]
-        status = sets[-1].status if sets else -1
+    data.update(status_fields(m))
+    return data
+
+
+STATUS_FIELDS = {  # machine field → the hardware type of the testing scripts it covers
+    "cpu_test": CPU,
+    "memory_test": MEMORY,
+    "network_test": NETWORK,
+    "storage_test": STORAGE,
+    "other_test": NODE,
+    "interface_test": NETWORK,
+}
+
+
+def status_fields(m: Machine) -> dict[str, Any]:
+    """``commissioning_status``, ``testing_status`` and the per-type test statuses as MAAS
+    computes them: from the latest result of each script on each device over every run
+    (``get_latest_script_results``), aborted ones left out, suppressed ones not counted; -1
+    ("Unknown") when none is left. GPU tests count only in ``testing_status``."""
+    latest: dict[tuple[str, int | None, int | None], tuple[int, ScriptResult]] = {}
+    for ss in m.script_sets:
+        if ss.type == 1:
+            continue
+        for r in ss.results:
+            key = r.device_key
+            if key not in latest or r.id > latest[key][1].id:
+                latest[key] = (ss.type, r)
+    kept = [(t, r) for t, r in latest.values() if r.status != 5]
+    groups: dict[str, list[ScriptResult]] = {
+        "commissioning": [r for t, r in kept if t == 0],
+        "testing": [r for t, r in kept if t == 2],
+    }
+    for prefix, kind in STATUS_FIELDS.items():
+        groups[prefix] = [
+            r for r in groups["testing"] if r.script and r.script.hardware_type == kind
+        ]
+    data: dict[str, Any] = {}
+    for prefix, results in groups.items():
+        status = (
+            -1 if not results else overall_status([r.status for r in results if not r.suppressed])
+        )
         data[f"{prefix}_status"] = status
         data[f"{prefix}_status_name"] = SCRIPT_STATUS.get(status, "Unknown")
     return data
@@ -306,54 +344,172 @@ def event_json(ev: Event, wall: Callable[[float], float]) -> dict[str, Any]:
     }
 
 
-def script_set_json(m: Node, ss: ScriptSet, include_output: bool) -> dict[str, Any]:
-    """A script set of ``nodes/{id}/results/`` (docs/maas-api.md §7): RFC-2822 dates."""
+def hms(seconds: float) -> str:
+    """A ``timedelta`` less its microseconds, as ``str`` shows it (``0:03:12``)."""
+    return str(timedelta(seconds=int(seconds)))
 
-    def runtime(r: ScriptResult) -> str:
-        if r.started is None or r.ended is None:
-            return ""
-        seconds = int(r.ended - r.started)
-        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
+def estimated_runtime(m: Node, r: ScriptResult) -> str:
+    """``ScriptResult.estimated_runtime``: its runtime once ended; else the average of the
+    earlier passed runs of the script (on that device); else the script's timeout; else
+    ``Unknown``."""
+    if r.started is not None and r.ended is not None:
+        return hms(r.ended - r.started)
+    runtime: float | None = None
+    for ss in m.script_sets:
+        for old in ss.results:
+            if (
+                old is r
+                or old.name != r.name
+                or old.status != 2
+                or old.disk not in (r.disk, None)
+                or old.started is None
+                or old.ended is None
+            ):
+                continue
+            spent = old.ended - old.started
+            runtime = spent if runtime is None else (runtime + spent) / 2
+    if runtime is not None:
+        return hms(runtime)
+    if r.script is not None and r.script.timeout:
+        return duration(r.script.timeout)
+    return "Unknown"
+
+
+def result_parameters(r: ScriptResult) -> dict[str, Any]:
+    """A result's ``parameters``; a password's value is shown as ``REDACTED``."""
+    shown = {}
+    for name, param in r.parameters.items():
+        if param.get("type") == "password" and "value" in param:
+            param = {**param, "value": "REDACTED"}
+        shown[name] = param
+    return shown
+
+
+def filter_results(
+    ss: ScriptSet, filters: list[str] | None, hardware_type: int | None
+) -> list[ScriptResult]:
+    """``filter_script_results``: results named, tagged (their script's tags) or numbered in
+    ``filters`` (one listed once per filter that keeps it, as MAAS does), of scripts of
+    ``hardware_type``; sorted by name, then disk, then interface."""
+    if filters is None:
+        kept = list(ss.results)
+    else:
+        kept = [
+            r
+            for r in ss.results
+            for f in filters
+            if f == r.name
+            or (r.script is not None and f in r.script.tags)
+            or (f.isdigit() and int(f) == r.id)
+        ]
+    if hardware_type is not None:
+        kept = [r for r in kept if r.script is not None and r.script.hardware_type == hardware_type]
+    return sorted(
+        kept,
+        key=lambda r: (
+            r.name,
+            r.disk[1] if r.disk else "",
+            r.interface[1] if r.interface else "",
+        ),
+    )
+
+
+def script_set_json(
+    m: Node,
+    ss: ScriptSet,
+    include_output: bool,
+    filters: list[str] | None = None,
+    hardware_type: int | None = None,
+) -> dict[str, Any]:
+    """A script set of ``nodes/{id}/results/`` (maas-hardware.md §4): RFC 2822 dates, no
+    set-level ``suppressed`` (piston drops it: the model has none)."""
     results = []
-    for r in ss.results:
+    for r in filter_results(ss, filters, hardware_type):
+        created = r.created if r.created is not None else ss.started
         item: dict[str, Any] = {
             "id": r.id,
-            "created": rfc2822(ss.started),
-            "updated": rfc2822(r.ended or ss.started),
+            "created": rfc2822(created),
+            "updated": rfc2822(r.updated or r.ended or created),
             "name": r.name,
             "status": r.status,
             "status_name": SCRIPT_STATUS.get(r.status, "Unknown"),
             "exit_status": r.exit_status,
             "started": rfc2822(r.started),
             "ended": rfc2822(r.ended),
-            "runtime": runtime(r),
-            "starttime": r.started,
-            "endtime": r.ended,
-            "estimated_runtime": "0:00:10",
-            "parameters": {},
-            "script_id": r.id,
-            "script_revision_id": r.id,
-            "suppressed": False,
+            "runtime": hms(r.ended - r.started) if r.started and r.ended else "",
+            "starttime": r.started if r.started is not None else "",
+            "endtime": r.ended if r.ended is not None else "",
+            "estimated_runtime": estimated_runtime(m, r),
+            "parameters": result_parameters(r),
+            "script_id": r.script.id if r.script else None,
+            "script_revision_id": r.script.revision_id if r.script else None,
+            "suppressed": r.suppressed,
         }
         if include_output:
-            encoded = base64.b64encode(r.output).decode()
-            item.update({"output": encoded, "stdout": encoded, "stderr": "", "result": ""})
+            stdout = r.output if r.stdout is None else r.stdout
+            item.update(
+                {
+                    "output": base64.b64encode(r.output).decode(),
+                    "stdout": base64.b64encode(stdout).decode(),
+                    "stderr": base64.b64encode(r.stderr).decode(),
+                    "result": base64.b64encode(r.result).decode(),
+                }
+            )
         results.append(item)
+    started, ended = ss.first_started, ss.last_ended
+    pings = [t for r in ss.results for t in (r.started, r.ended) if t is not None]
+    status = ss.status
     return {
         "id": ss.id,
         "system_id": m.system_id,
         "type": ss.type,
         "type_name": RESULT_TYPES[ss.type],
-        "last_ping": rfc2822(ss.ended or ss.started),
-        "status": ss.status,
-        "status_name": SCRIPT_STATUS.get(ss.status, "Unknown"),
-        "started": rfc2822(ss.started),
-        "ended": rfc2822(ss.ended),
-        "runtime": "",
+        "last_ping": rfc2822(max(pings)) if pings else None,
+        "status": status,
+        "status_name": SCRIPT_STATUS.get(status, "Unknown"),
+        "started": rfc2822(started),
+        "ended": rfc2822(ended),
+        "runtime": hms(ended - started) if started is not None and ended is not None else "",
         "results": results,
-        "suppressed": False,
         "resource_uri": f"{API_PREFIX}nodes/{m.system_id}/results/{ss.id}/",
+    }
+
+
+def script_json(script: Script, include_script: bool) -> dict[str, Any]:
+    """``NodeScriptHandler.fields`` (maas-hardware.md §2): the timeout as ``str(timedelta)``,
+    one ``history`` entry (with the base64 script when asked); no trailing slash on its URI."""
+    history: dict[str, Any] = {
+        "id": script.revision_id,
+        "comment": script.comment,
+        "created": rfc2822(script.created),
+    }
+    if include_script:
+        history["data"] = base64.b64encode(script.body().encode()).decode()
+    return {
+        "id": script.id,
+        "name": script.name,
+        "title": script.title,
+        "description": script.description,
+        "tags": list(script.tags),
+        "type": script.type,
+        "type_name": SCRIPT_TYPE_NAMES[script.type],
+        "hardware_type": script.hardware_type,
+        "hardware_type_name": HARDWARE_TYPES[script.hardware_type][0],
+        "parallel": script.parallel,
+        "parallel_name": PARALLEL_NAMES[script.parallel],
+        "results": script.results,
+        "parameters": script.parameters,
+        "packages": script.packages,
+        "timeout": duration(script.timeout),
+        "destructive": script.destructive,
+        "for_hardware": list(script.for_hardware),
+        "may_reboot": script.may_reboot,
+        "recommission": script.recommission,
+        "history": [history],
+        "default": script.default,
+        "apply_configured_networking": script.apply_configured_networking,
+        "resource_uri": f"{API_PREFIX}scripts/{script.name}",
     }
 
 

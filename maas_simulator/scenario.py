@@ -524,6 +524,7 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
         "generate",
         "request_faults",
         "config",
+        "scripts",
     }
     unknown = set(data) - known
     if unknown:
@@ -553,6 +554,10 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
     if config.get("default_storage_layout", "flat") not in ("flat", "lvm", "blank"):
         raise ValueError("config.default_storage_layout must be flat, lvm or blank")
     sim.config.update(config)
+    for spec in data.get("scripts") or []:
+        if not isinstance(spec, dict):
+            raise ValueError(f"each script must be a mapping, not {spec!r}")
+        sim.scripts.add_testing(spec, sim.now())
     add_machines(sim, data.get("machines") or [])
     add_devices(sim, data.get("devices") or [])
     if data.get("generate"):

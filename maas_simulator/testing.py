@@ -1,25 +1,30 @@
-"""``op=test``: MAAS runs testing scripts on a machine in its ephemeral environment.
+"""``op=test`` and ``op=override_failed_testing``: MAAS's ``TestForm`` (scripts by name or tag,
+their parameters, ``enable_ssh``), ``Node.start_testing`` and the refusals of both, then the run
+on the machine (``runner.py``; docs/simulator.md, "Testing scripts and results").
 
-A script given a ``url`` parameter (``<script>_url`` or ``url``, comma-separated URLs, as MAAS's
-built-in ``internet-connectivity`` takes it) checks that each URL answers from the node's
-network: the simulator fetches each URL from its own host (a thread, never under the simulator
-lock) and the result is written when the script would have finished. The machine fault
-``node_network_unreachable`` makes every fetch time out, as when the node's subnet cannot reach
-the control plane. Scripts without a URL pass. A passed run returns the machine to the status it
-was tested from (Ready after Failed testing); a failed one ends in Failed testing.
+Called by the API with the simulator lock held. Refusals raise MAAS's answers (``errors.py``).
 """
 
 from __future__ import annotations
 
-import threading
-
-import requests
+import re
+from typing import Any
 
 from maas_client.status import NodeStatus
-from maas_simulator.errors import invalid
+from maas_simulator import lifecycle, runner
+from maas_simulator.errors import ApiError, conflict, invalid
 from maas_simulator.model import Simulator
-from maas_simulator.nodes import Machine, ScriptResult, ScriptSet
+from maas_simulator.nodes import Machine, ScriptSet
+from maas_simulator.scripts import TESTING, Script
+from maas_simulator.scriptsets import (
+    ParameterErrors,
+    clean_old,
+    new_results,
+    script_param_dict,
+    select,
+)
 from maas_simulator.users import User
+from maas_simulator.wire import checkbox
 
 S = NodeStatus
 # node_action.Test.actionable_statuses (MAAS 3.5)
@@ -41,90 +46,184 @@ TESTABLE = {
     S.FAILED_EXITING_RESCUE_MODE,
     S.FAILED_TESTING,
 }
-RUN_SECONDS = 30  # MAAS seconds a test run takes at least
-FETCH_TIMEOUT = 3.0  # real seconds per URL
+BOOT_STEPS = (
+    (3, "INFO", "Powering on", ""),
+    (10, "INFO", "Performing PXE boot", ""),
+    (20, "INFO", "Loading ephemeral", ""),
+)
+SCRIPTS_AT = 25  # the ephemeral environment is up and the runner starts
+NOT_AVAILABLE = "Test is not available because of the current state of the node."
+CHOICE = "Select a valid choice. {} is not one of the available choices."
+DURATION = re.compile(r"^(?:(\d+) )?(?:(?:(\d+):)?(\d+):)?(\d+)(?:\.\d+)?$")
 
 
-def start(sim: Simulator, m: Machine, user: User, form: dict[str, list[str]]) -> None:
-    """Called by the API with the simulator lock held."""
-    if m.status not in TESTABLE or m.locked:
-        raise invalid(
-            {"__all__": ["Test is not available because of the current state of the node."]}
-        )
-    names = [n for value in form.get("testing_scripts", []) for n in value.split(",") if n]
-    names = names or ["smartctl-validate"]
-    back_to = S.READY if m.status == S.FAILED_TESTING else m.status
-    sim.start_op(m, "test")
-    op_id = m.op_id
-    sim.request_event(m, "User starting testing", "start testing", "", user)
-    sim.set_status(m, S.TESTING)
-    sim.schedule_timeout(m, S.TESTING)
-    now = sim.now()
-    script_set = ScriptSet(id=sim.new_id(), type=2, started=now)
-    checks: dict[str, list[str]] = {}
-    for name in names:
-        script_set.results.append(
-            ScriptResult(id=sim.new_id(), name=name, status=1, output=b"", started=now, ended=None)
-        )
-        value = (form.get(f"{name}_url") or form.get("url") or [""])[0]
-        checks[name] = [u.strip() for u in value.split(",") if u.strip()]
-    m.script_sets.append(script_set)
-    m.power_state = "on"
-    sim.event(m, "INFO", "Running test", ", ".join(names))
-    unreachable = m.faults.node_network_unreachable
-    threading.Thread(
-        target=_run,
-        args=(sim, m, op_id, script_set, checks, unreachable, back_to),
-        daemon=True,
-    ).start()
+def _duration(value: str) -> int | None:
+    """Django's ``parse_duration`` for the forms MAAS users send: seconds, ``MM:SS``,
+    ``HH:MM:SS``, ``D HH:MM:SS`` (None: not a duration)."""
+    found = DURATION.match(value.strip())
+    if found is None:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in found.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
-def _fetch(url: str, unreachable: bool) -> tuple[bool, str]:
-    if unreachable:
-        return False, "FAILED (connection timed out from the node's network)"
-    try:
-        response = requests.get(url, timeout=FETCH_TIMEOUT, allow_redirects=True)
-    except requests.RequestException as exc:
-        return False, f"FAILED ({type(exc).__name__})"
-    if response.status_code >= 400:
-        return False, f"FAILED (HTTP {response.status_code})"
-    return True, f"reachable (HTTP {response.status_code})"
+def _storage_choices(m: Machine) -> set[str]:
+    """``_get_storage_choices``: all, and each disk's id, name, model, serial, model:serial,
+    tags."""
+    choices = {"all"}
+    for d in m.storage.physical:
+        choices |= {str(d.id), d.name, str(d.model), str(d.serial), f"{d.model}:{d.serial}"}
+        choices |= set(d.tags)
+    return choices
 
 
-def _run(
-    sim: Simulator,
-    m: Machine,
-    op_id: int,
-    script_set: ScriptSet,
-    checks: dict[str, list[str]],
-    unreachable: bool,
-    back_to: NodeStatus,
-) -> None:
-    outcomes: dict[str, tuple[bool, bytes]] = {}
-    for name, urls in checks.items():
-        lines = [(url, *_fetch(url, unreachable)) for url in urls]
-        text = "".join(f"{url}: {what}\n" for url, _, what in lines) or f"{name}: ok\n"
-        outcomes[name] = (all(ok for _, ok, _ in lines), text.encode())
+def _interface_choices(m: Machine) -> set[str]:
+    """``_get_interface_choices``: all, and each interface's (without children) id, name, MAC,
+    vendor, product, vendor:product, tags."""
+    choices = {"all"}
+    for i in m.interfaces:
+        if any(i.id in x.parents for x in m.interfaces):
+            continue
+        choices |= {str(i.id), i.name, i.mac_address, str(i.vendor), str(i.product)}
+        choices |= {f"{i.vendor}:{i.product}", *i.tags}
+    return choices
 
-    def finish(sim: Simulator, mm: Machine) -> None:
-        now = sim.now()
-        for result in script_set.results:
-            passed, output = outcomes[result.name]
-            result.status, result.output, result.ended = (2 if passed else 3), output, now
-            result.exit_status = 0 if passed else 1
-        script_set.ended = now
-        mm.power_state = "off"
-        if all(passed for passed, _ in outcomes.values()):
-            sim.set_status(mm, back_to)
-            sim.event(mm, "INFO", "Ready" if back_to == S.READY else "Tests passed", "")
+
+def _fields(scripts: list[Script]) -> dict[str, dict[str, Any]]:
+    """The form's parameter fields: ``<script>_<param>`` for every testing script, and the
+    bare ``<param>`` as the first script declaring it has it."""
+    fields: dict[str, dict[str, Any]] = {}
+    for script in scripts:
+        for pname, param in script.parameters.items():
+            fields[f"{script.name}_{pname}"] = param
+            if pname not in fields and pname not in ("testing_scripts", "enable_ssh"):
+                fields[pname] = param
+    return fields
+
+
+def clean_form(
+    sim: Simulator, m: Machine, data: dict[str, list[str]]
+) -> tuple[list[str], dict[str, Any], bool]:
+    """``TestForm.is_valid``: every field's error and the node-state error, then (on a
+    Deployed machine) the destructive-script error. Returns the script names and tags, the
+    cleaned fields and ``enable_ssh``."""
+    errors: dict[str, list[str]] = {}
+    testing = sim.scripts.of_type(TESTING)
+    names: list[str] | None = None
+    if data.get("testing_scripts"):
+        given = data["testing_scripts"][-1].split(",")  # the last value, split on commas
+        choices = {s.name for s in testing} | {t for s in testing for t in s.tags}
+        bad = next((n for n in given if n not in choices), None)
+        if bad is not None:
+            errors["testing_scripts"] = [CHOICE.format(bad)]
         else:
-            failed = ", ".join(n for n, (passed, _) in outcomes.items() if not passed)
-            sim.mark_failed(mm, f"Failed testing: {failed}")
+            names = given
+    cleaned: dict[str, Any] = {}
+    storage: set[str] | None = None
+    interfaces: set[str] | None = None
+    for name, param in _fields(testing).items():
+        values = data.get(name)
+        value = values[-1] if values else None
+        kind = param.get("type")
+        if kind == "boolean":
+            cleaned[name] = checkbox(value) if value is not None else False
+            continue
+        if value is None or value.strip() == "":
+            continue
+        if kind == "storage":
+            storage = storage if storage is not None else _storage_choices(m)
+            if value not in storage:
+                errors[name] = [CHOICE.format(value)]
+                continue
+        elif kind == "interface":
+            interfaces = interfaces if interfaces is not None else _interface_choices(m)
+            if value not in interfaces:
+                errors[name] = [CHOICE.format(value)]
+                continue
+        elif kind == "runtime":
+            seconds = _duration(value)
+            if seconds is None:
+                errors[name] = ["Enter a valid duration."]
+                continue
+            cleaned[name] = seconds
+            continue
+        elif kind == "choice":
+            options = [c if isinstance(c, str) else c[0] for c in param.get("choices", [])]
+            if value not in options:
+                errors[name] = [CHOICE.format(value)]
+                continue
+        cleaned[name] = value.strip()
+    if m.status not in TESTABLE or m.locked or not m.interfaces:
+        errors["__all__"] = [NOT_AVAILABLE]
+    if m.status == S.DEPLOYED and names is not None:
+        wanted = set(names)
+        if any(s.destructive and (s.name in wanted or wanted & set(s.tags)) for s in sim.scripts):
+            errors.setdefault("testing_scripts", []).append(
+                "Destructive tests may only be run on undeployed machines."
+            )
+    if errors:
+        raise invalid(errors)
+    enable_ssh = checkbox(data["enable_ssh"][-1]) if data.get("enable_ssh") else False
+    return names or [], cleaned, enable_ssh
 
-    with sim.lock:
-        if m.op_id == op_id and sim.machines.get(m.system_id) is m:
-            sim.schedule(m, _remaining(sim, script_set), finish)
+
+def start(sim: Simulator, m: Machine, user: User, data: dict[str, list[str]]) -> None:
+    """``op=test``: the form, then ``Node.start_testing``'s checks, the testing script set,
+    status Testing, and the run."""
+    names, cleaned, enable_ssh = clean_form(sim, m, data)
+    if m.power_type == "":
+        raise ApiError(
+            500, "Unconfigured power type. Please configure the power type and try again."
+        )
+    if m.status == S.NEW and not any(s.type == 0 for s in m.script_sets):
+        raise ApiError(
+            400,
+            "Unable to start machine testing; this node has never been commissioned. Please "
+            "use the 'Commission' action to commission & test this machine.",
+        )
+    names = names or ["commissioning"]
+    params = script_param_dict(sim.scripts, names, cleaned)
+    now = sim.now()
+    results = []
+    try:
+        for script in select(sim.scripts, m, names, TESTING):
+            results += new_results(m, script, params.get(script.name, {}), sim.new_id, now)
+    except ParameterErrors as exc:
+        raise invalid(exc.errors) from exc
+    if not results:
+        raise ApiError(400, "No testing scripts found!")
+    for r in results:
+        for param in r.parameters.values():
+            if param.get("type") == "interface" and param.get("value") == "all":
+                raise ApiError(400, "An interface must be configured to run network testing!")
+        if S.DEPLOYED in (m.status, m.previous_status) and r.script and r.script.destructive:
+            raise ApiError(400, "Unable to run destructive test while deployed!")
+    ss = ScriptSet(id=sim.new_id(), type=2, started=now, results=results)
+    m.script_sets.append(ss)
+    clean_old(m, ss)
+    was_on = m.power_state == "on"
+    sim.start_op(m, "test")
+    sim.request_event(m, "User starting node testing", "start testing", "", user)
+    sim.event(m, "INFO", "Testing", "")
+    sim.set_status(m, S.TESTING)
+    if m.owner is None:
+        m.owner = user.username
+    if m.faults.bmc_unreachable:
+        sim.schedule(m, 3, lambda sim, mm: lifecycle.power_failure(sim, mm, "on"))
+        return
+    lifecycle.power_on(sim, m)
+    sim.timeline(m, BOOT_STEPS, until=1e9)
+    runner.start(sim, m, ss, at=SCRIPTS_AT, enable_ssh=enable_ssh, was_on=was_on)
 
 
-def _remaining(sim: Simulator, script_set: ScriptSet) -> float:
-    return max(RUN_SECONDS - (sim.now() - script_set.started), 0.0)
+def override_failed_testing(sim: Simulator, m: Machine, user: User, comment: str) -> None:
+    """``Node.override_failed_testing``: Ready, or Deployed when an OS is set; the request
+    is logged even when refused."""
+    sim.request_event(
+        m, "User overrode 'Failed testing' status", "ignore failed tests", comment, user
+    )
+    if m.status != S.FAILED_TESTING:
+        raise conflict("Unable to override node status. Node is not in 'Failed testing' status.")
+    sim.start_op(m, "override_failed_testing")
+    sim.set_status(m, S.READY if m.osystem == "" else S.DEPLOYED)
+    m.error_description = ""

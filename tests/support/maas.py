@@ -187,9 +187,23 @@ def wait_for(
         time.sleep(0.02)
 
 
+# The infra-owned testing script the product's reachability stage is configured with in the
+# tests: MAAS refuses ``op=test`` with a script it does not have, so the test sites have it
+# uploaded (a scenario's own ``scripts`` replace it).
+INFRA_REACH = {
+    "name": "infra-reach",
+    "title": "Control plane reachability",
+    "description": "Fetch the node-facing URLs from the node's own network.",
+    "tags": ["infra"],
+    "hardware_type": "network",
+    "timeout": "0:05:00",
+    "parameters": {"url": {"type": "url", "allow_list": True}},
+}
+
+
 def make_sim(data: dict[str, Any] | None = None, scale: float = SCALE) -> Sim:
     model = Simulator(scale=scale)
-    faults = scenario.load(model, data or {}, api_key=API_KEY)
+    faults = scenario.load(model, {"scripts": [INFRA_REACH], **(data or {})}, api_key=API_KEY)
     return Sim(SimulatorServer(model, faults=faults).start())
 
 
