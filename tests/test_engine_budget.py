@@ -16,7 +16,9 @@ from benchmarks.stack import Scenario, Stack
 pytestmark = pytest.mark.slow
 
 NODES = 12
-BUDGET = {"maas_requests": 12.0, "celery_messages": 12.0, "sql_statements": 60.0}
+# SQL: 60 before the conformance stage (docs/hardware.md), whose result is one more short
+# transaction per node (66 measured with it, 2026-11-27)
+BUDGET = {"maas_requests": 12.0, "celery_messages": 12.0, "sql_statements": 68.0}
 
 
 @pytest.mark.skipif(

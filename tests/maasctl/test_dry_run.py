@@ -76,7 +76,8 @@ MUTATING: list[tuple[tuple[str, ...], str, str, str | None]] = [
 # the aliases of batches list/show under onboardings, and every command that only reads
 READ_ONLY = {
     "sites list", "sites show", "profiles list", "profiles show", "skus list", "skus show",
-    "nodes list", "nodes show", "nodes timeline", "allocations list", "tokens list",
+    "nodes list", "nodes show", "nodes timeline", "nodes evidence", "allocations list",
+    "tokens list",
     "batches list", "batches show", "drift list", "reconcile status", "roce list",
     *(f"{kind} {c}" for kind in ("onboardings", "decommissions")
       for c in ("list", "show", "timeline", "watch")),

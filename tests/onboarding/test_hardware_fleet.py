@@ -6,6 +6,8 @@ API, the admin page and maasctl."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -34,19 +36,32 @@ PROFILE = {
 }
 
 
+def register_script(flow: Flow, name: str, **spec: object) -> None:
+    model = flow.sim.model
+    with model.lock:
+        model.scripts.add_testing(
+            {"name": name, "title": "GPU burn-in", "tags": ["infra-gpu"], "hardware_type": "gpu",
+             "timeout": "0:30:00", "parameters": {"duration": {"type": "runtime"}}, **spec},
+            model.now(),
+        )  # fmt: skip
+
+
 def host(i: int) -> tuple[str, str]:
     return f"f{i:02d}", f"10.80.0.{i + 1}"
 
 
 @pytest.fixture
-def fleet(flow: Flow, node_side: NodeSide) -> Flow:
-    flow.sim.model.scripts_from_scenario(  # infra registered its burn-in in MAAS
-        [{"name": BURN_IN, "title": "GPU burn-in", "tags": ["infra-gpu"], "hardware_type": "gpu",
-          "timeout": "0:30:00", "parameters": {"duration": {"type": "runtime"}}}]
-    )  # fmt: skip
+def fleet(flow: Flow, node_side: NodeSide, settings: Any) -> Flow:
+    # 40 workflows on one in-process worker: production's lease and re-send grace, not the
+    # sweeper fixture's 3 s (made for kill tests), and a site slot count that keeps the
+    # worker's queue short
+    settings.WORKFLOW_LEASE_SECONDS = 90
+    settings.WORKFLOW_DISPATCH_GRACE_SECONDS = 60
+    register_script(flow, BURN_IN)  # infra registered its burn-in in MAAS
     flow.sku.hardware, flow.sku.gpu_model = PROFILE, "H100"
     flow.sku.save()
     flow.site.policy = {**flow.site.policy, "acceptance_scripts": [BURN_IN],
+                        "max_concurrent_workflows": 10,
                         "acceptance_parameters": {f"{BURN_IN}_duration": "600"}}  # fmt: skip
     flow.site.save()
     for i in range(NODES):
@@ -81,7 +96,9 @@ def test_a_batch_of_40_with_three_defective_machines(fleet: Flow, api: APIClient
         assert node.state == "quarantined"
         # the report through the API, and the evidence frozen with it
         got = api.get(f"/api/v1/admin/onboardings/{wf.pk}").json()
-        report = got["acceptance_report" if failure_class == "acceptance_failed" else "hardware_report"]
+        report = got[
+            "acceptance_report" if failure_class == "acceptance_failed" else "hardware_report"
+        ]
         assert report and report.get("conformant", report.get("passed")) is False
         evidence = QuarantineEvidence.objects.get(node=node)
         assert evidence.kind == failure_class

@@ -238,3 +238,79 @@ def test_a_node_quarantined_for_another_reason_stays_quarantined_on_rerun(bench:
     verbs.apply(KINDS["onboarding"], wf.pk, "rerun", actor=bench.admin, reason="retry")
     node.refresh_from_db()
     assert node.state == "quarantined"
+
+
+# -- acceptance ------------------------------------------------------------------------------------
+
+BURN = "infra-gpu-burn"
+
+
+def accepting(bench: Bench, **policy: Any) -> None:
+    model = bench.sim.model
+    with model.lock:
+        if model.scripts.named(BURN) is None:
+            model.scripts.add_testing(
+                {"name": BURN, "tags": ["infra-gpu"], "hardware_type": "gpu", "timeout": "0:30:00",
+                 "parameters": {"duration": {"type": "runtime"}}},
+                model.now(),
+            )  # fmt: skip
+    bench.policy(acceptance_scripts=[BURN, "smartctl-validate"], **policy)
+
+
+def until_done(wf: Onboarding, bench: Bench) -> Any:
+    """Run the stage, let MAAS's clock finish the tests, run it again (as a wake would)."""
+    first, _ = run_stage("onboarding", wf, "acceptance", record=True)
+    assert type(first).__name__ == "Wait", first
+    bench.sim.advance(3600)
+    wf.refresh_from_db()
+    return run_stage("onboarding", wf, "acceptance")
+
+
+def test_acceptance_runs_infra_scripts_once_and_passes_per_script_and_disk(bench: Bench) -> None:
+    accepting(bench, acceptance_parameters={f"{BURN}_duration": "600"})
+    sid = machine(bench, "ac1")
+    wf = onboarding(bench, "ac1", "10.6.1.1", maas_system_id=sid)
+    result, events = until_done(wf, bench)
+    assert type(result).__name__ == "Done", result
+    report = result.updates["acceptance_report"]
+    assert report["passed"] is True and report["scripts"] == [BURN, "smartctl-validate"]
+    rows = {(r["script"], r["device"]) for r in report["results"]}
+    assert (BURN, "") in rows
+    assert {d for s, d in rows if s == "smartctl-validate"} == {"nvme0n1", "nvme1n1"}  # per disk
+    assert bench.sim.mutations(sid) == ["machine.test"]  # sent once, with what policy said
+    sent = bench.sim.sent("machine.test", sid)[0]
+    assert sent["testing_scripts"] == f"{BURN},smartctl-validate"
+    assert sent[f"{BURN}_duration"] == "600"
+    assert "acceptance.passed" in [e[0] for e in events]
+
+
+def test_a_failed_burn_in_fails_closed_naming_script_exit_and_output(bench: Bench) -> None:
+    accepting(bench)
+    sid = machine(bench, "ac2", faults={"script_fails": [BURN]})
+    wf = onboarding(bench, "ac2", "10.6.1.2", maas_system_id=sid)
+    result, _ = until_done(wf, bench)
+    assert (type(result).__name__, result.failure_class) == ("Fail", "acceptance_failed")
+    assert BURN in result.message and "exit 1" in result.message
+    failing = [r for r in result.updates["acceptance_report"]["results"] if not r["passed"]]
+    assert [r["script"] for r in failing] == [BURN]
+    assert failing[0]["exit_status"] == 1 and failing[0]["output_excerpt"]
+    assert result.updates["acceptance_report"]["passed"] is False
+
+
+def test_a_machine_not_ready_is_never_tested(bench: Bench) -> None:
+    """MAAS reboots a Deployed machine to test it: the stage refuses instead."""
+    accepting(bench)
+    sid = machine(bench, "ac3", status="deployed")
+    wf = onboarding(bench, "ac3", "10.6.1.3", maas_system_id=sid)
+    result, _ = run_stage("onboarding", wf, "acceptance")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "unexpected_state")
+    assert bench.sim.mutations(sid) == []
+
+
+def test_acceptance_applies_only_when_policy_names_scripts(bench: Bench) -> None:
+    from onboarding.stages.acceptance import acceptance_applies
+
+    wf = onboarding(bench, "ac4", "10.6.1.4")
+    assert not acceptance_applies(wf)
+    bench.policy(acceptance_scripts=[BURN])
+    assert acceptance_applies(wf)

@@ -48,7 +48,8 @@ def wait_until(predicate: Any, *, timeout: float = 30.0, what: str = "condition"
         time.sleep(0.05)
 
 
-STALL_SECONDS = 30.0  # the longest a moving workflow goes without writing its row (polls, leases)
+STALL_SECONDS = 60.0  # the longest a moving workflow goes without writing its row (polls, leases,
+# a worker process starting on a loaded machine)
 CEILING_SECONDS = 600.0  # a wait still "progressing" after this is a livelock
 
 
