@@ -17,6 +17,7 @@ from maas_client.status import RELEASABLE, NodeStatus
 from maas_simulator import lifecycle, testing
 from maas_simulator.constraints import Filter, usable_architectures
 from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.hardware import NodeDevice
 from maas_simulator.interfaces import clear_links
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
@@ -549,7 +550,7 @@ def machine_details(sim: Simulator, req: Request) -> Response:
         200,
         bson_binary_document(
             {
-                "lshw": lshw_xml(m).encode() if known else None,
+                "lshw": lshw_xml(m, sim.node_devices(m)).encode() if known else None,
                 "lldp": LLDP_XML.encode() if known else None,
             }
         ),
@@ -572,7 +573,7 @@ def bson_binary_document(fields: dict[str, bytes | None]) -> bytes:
 LLDP_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<lldp label="LLDP neighbors"/>\n'
 
 
-def lshw_xml(m: Machine) -> str:
+def lshw_xml(m: Machine, devices: list[NodeDevice]) -> str:
     """A small ``lshw -xml``: system, CPU, memory, disks, NICs, and the display-class PCI
     functions (GPUs and the BMC's VGA) as lshw lists them (``class="display"``)."""
     info = m.hardware_info
@@ -592,7 +593,7 @@ def lshw_xml(m: Machine) -> str:
         f'<node id="display" class="display"><product>{escape(d.product_name)}</product>'
         f"<vendor>{escape(d.vendor_name)}</vendor>"
         f"<businfo>pci@{escape(d.pci_address or '')}</businfo></node>"
-        for d in m.node_devices
+        for d in devices
         if d.hardware_type == 5
     )
     return (

@@ -14,9 +14,7 @@ from maas_client.status import RELEASABLE, NodeStatus
 from maas_simulator import runner
 from maas_simulator.errors import ApiError, conflict, invalid
 from maas_simulator.model import Simulator
-from maas_simulator.nodes import Machine, ScriptSet
-from maas_simulator.scripts import TESTING
-from maas_simulator.scriptsets import ParameterErrors, clean_old, new_results, select
+from maas_simulator.nodes import Machine
 from maas_simulator.users import User
 
 S = NodeStatus
@@ -131,27 +129,11 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
         sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
         processed(sim, mm)
         sim.set_status(mm, S.TESTING)
-        ss = commissioning_tests(sim, mm, tests or ["commissioning"])
+        ss = sim.testing_set(mm, tests or ["commissioning"], passed=False)
         seconds = COMMISSION_READY_AT - COMMISSION_TESTING_AT
         runner.start(sim, mm, ss, at=0, seconds=seconds)
 
     sim.schedule(m, COMMISSION_TESTING_AT, testing)
-
-
-def commissioning_tests(sim: Simulator, m: Machine, names: list[str]) -> ScriptSet:
-    """The testing script set commissioning runs (its ``testing_scripts``, by default those
-    tagged ``commissioning``); a script whose parameters do not fit this machine is left out."""
-    now = sim.now()
-    results = []
-    for script in select(sim.scripts, m, names, TESTING):
-        try:
-            results += new_results(m, script, {}, sim.new_id, now)
-        except ParameterErrors:
-            continue
-    ss = ScriptSet(id=sim.new_id(), type=2, started=now, results=results)
-    m.script_sets.append(ss)
-    clean_old(m, ss)
-    return ss
 
 
 def commissioning_passed(sim: Simulator, m: Machine) -> bool:

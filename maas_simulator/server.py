@@ -272,6 +272,9 @@ class Handler(BaseHTTPRequestHandler):
                         "counts": m.counts,
                     }
                 )
+            if parts == ["scripts"] and method == "POST":
+                added = sim.scripts_from_scenario(data["scripts"])
+                return self.json({"scripts": [s.name for s in added]})
             if parts == ["faults"]:
                 if method == "POST":
                     with state.lock:

@@ -183,6 +183,8 @@ def start(sim: Simulator, m: Machine, user: User, data: dict[str, list[str]]) ->
         )
     names = names or ["commissioning"]
     params = script_param_dict(sim.scripts, names, cleaned)
+    if any(s.for_hardware for s in sim.scripts.of_type(TESTING)):
+        sim.node_devices(m)  # for_hardware matches them
     now = sim.now()
     results = []
     try:

@@ -12,6 +12,7 @@ import tarfile
 from typing import Any
 
 import pytest
+import requests
 
 from tests.support.maas import Api, Sim, make_sim
 
@@ -489,12 +490,13 @@ def test_destructive_scripts_are_refused_on_a_deployed_machine(api: Api, sim: Si
 
 def test_a_network_test_needs_a_configured_interface(api: Api, sim: Sim) -> None:
     sid = sim.add(hostname="tr6", status="ready", faults={"pxe_unlinked": True})
+    before = api.get(f"nodes/{sid}/results/", type="testing").json()
     refused(
         api.op(sid, "test", testing_scripts="gateway-connectivity"),
         400,
         "An interface must be configured to run network testing!",
     )
-    assert api.get(f"nodes/{sid}/results/", type="testing").json() == []
+    assert api.get(f"nodes/{sid}/results/", type="testing").json() == before  # nothing new
 
 
 def test_testing_is_an_admin_operation(lab: Sim) -> None:
@@ -660,9 +662,12 @@ def test_result_filters_and_ids(lab: Sim) -> None:
     api.ok(sid, "test", testing_scripts="infra-gpu-burn,smartctl-validate,7z", duration="10")
     lab.advance(60)
     every = api.get(f"nodes/{sid}/results/").json()
-    assert [s["type_name"] for s in every] == ["Commissioning", "Testing"]
+    # seeded past commissioning: its commissioning run and commissioning's tests, then ours
+    assert [s["type_name"] for s in every] == ["Commissioning", "Testing", "Testing"]
+    assert names(every[1]["results"]) == ["smartctl-validate"] * 2
     for value in ("testing", "test", "2"):
-        assert [s["type"] for s in api.get(f"nodes/{sid}/results/", type=value).json()] == [2]
+        listed = api.get(f"nodes/{sid}/results/", type=value).json()
+        assert [s["type"] for s in listed] == [2, 2]
     assert api.get(f"nodes/{sid}/results/", type="release").json() == []
     tests = current(api, sid)
     assert names(tests["results"]) == [
@@ -677,7 +682,7 @@ def test_result_filters_and_ids(lab: Sim) -> None:
     assert names(current(api, sid, hardware_type="3")["results"]) == ["smartctl-validate"] * 2
     # commissioning outputs stored by name only have no script: a hardware_type drops them
     listed = api.get(f"nodes/{sid}/results/", hardware_type="cpu").json()
-    assert [names(s["results"]) for s in listed] == [[], ["7z"]]
+    assert [names(s["results"]) for s in listed] == [[], [], ["7z"]]
     # filters: names, tags, result ids
     assert names(current(api, sid, filters="infra-gpu")["results"]) == ["infra-gpu-burn"]
     seven = next(r for r in tests["results"] if r["name"] == "7z")
@@ -689,7 +694,7 @@ def test_result_filters_and_ids(lab: Sim) -> None:
 
 
 def test_result_refusals(api: Api, sim: Sim) -> None:
-    sid = sim.add(hostname="rr1", status="ready")
+    sid = sim.add(hostname="rr1", status="new")  # known as enlisted, never commissioned
     path = f"nodes/{sid}/results/"
     refused(api.get(path, type="tests"), 400, "Invalid result type name")
     refused(api.get(path, type="7"), 400, "Invalid result type numeric value.")
@@ -703,11 +708,13 @@ def test_result_refusals(api: Api, sim: Sim) -> None:
         "or the id number of a specific result."
     )
     refused(api.get(path + "current-release/"), 400, unknown.format("current-release"))
-    # never tested: the alias has no set, and MAAS answers the same 400
+    # nothing run yet: the aliases have no set, and MAAS answers the same 400
     refused(api.get(path + "current-testing/"), 400, unknown.format("current-testing"))
+    refused(api.get(path + "current-commissioning/"), 400, unknown.format("current-commissioning"))
     refused(api.get(path + "999999/"), 404, "No ScriptSet matches the given query.")
     refused(api.get("nodes/nosuch/results/"), 404, "No Node matches the given query.")
-    commissioning = api.get(path + "current-commissioning/").json()
+    ready = sim.add(hostname="rr2", status="ready")
+    commissioning = api.get(f"nodes/{ready}/results/current-commissioning/").json()
     assert commissioning["type_name"] == "Commissioning"
     assert all(r["script_id"] is None for r in commissioning["results"])
 
@@ -747,4 +754,38 @@ def test_testing_results_are_kept_ten_per_script(api: Api, sim: Sim) -> None:
         api.ok(sid, "test", testing_scripts="7z")
         sim.advance(60)
     sets = api.get(f"nodes/{sid}/results/", type="testing").json()
-    assert len(sets) == 10  # the oldest, emptied, is gone
+    runs = [s for s in sets if names(s["results"]) == ["7z"]]
+    assert len(runs) == 10  # the oldest, emptied, is gone
+    assert len(sets) == 11  # commissioning's smartctl-validate run is another script's
+
+
+def test_scripts_can_be_uploaded_through_the_control_endpoint(api: Api, sim: Sim) -> None:
+    added = sim.post("scripts", {"scripts": [{"name": "infra-late", "hardware_type": "gpu"}]})
+    assert added == {"scripts": ["infra-late"]}
+    script = api.get("scripts/infra-late").json()
+    assert (script["hardware_type_name"], script["tags"], script["default"]) == (
+        "GPU",
+        ["gpu"],
+        False,
+    )
+    again = requests.post(
+        sim.control + "scripts", json={"scripts": [{"name": "infra-late"}]}, timeout=10
+    )
+    assert again.status_code == 400 and "already exists" in again.json()["error"]
+
+
+def test_a_machine_seeded_past_commissioning_passed_its_commissioning_tests(
+    api: Api, sim: Sim
+) -> None:
+    sid = sim.add(hostname="sd1", status="ready")
+    tests = current(api, sid)
+    assert (tests["status_name"], names(tests["results"])) == (
+        "Passed",
+        ["smartctl-validate", "smartctl-validate"],
+    )
+    machine = api.machine(sid)
+    assert machine["current_testing_result_id"] == tests["id"]
+    assert (machine["testing_status_name"], machine["storage_test_status_name"]) == (
+        "Passed",
+        "Passed",
+    )
