@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from maas_client.status import RELEASABLE, NodeStatus
-from maas_simulator import runner
+from maas_simulator import hwsync, runner
 from maas_simulator.errors import ApiError, conflict, invalid
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
@@ -200,8 +200,7 @@ def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> No
     m.distro_series = params["distro_series"]
     m.hwe_kernel = params.get("hwe_kernel") or None
     m.user_data = params.get("user_data")
-    m.enable_hw_sync = bool(params.get("enable_hw_sync"))
-    m.sync_interval = 900 if m.enable_hw_sync else None
+    hwsync.enable(sim, m, bool(params.get("enable_hw_sync")))
     m.error_description = ""
     sim.request_event(m, "User starting deployment", "start", "", user)
     sim.set_status(m, S.DEPLOYING)
@@ -262,8 +261,7 @@ def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> No
     def first_boot(sim: Simulator, mm: Machine) -> None:
         # cloud-init of the installed OS asks for user-data: MAAS ends the deployment.
         sim.set_status(mm, S.DEPLOYED)
-        if mm.enable_hw_sync:
-            mm.last_sync = sim.now()
+        hwsync.start(sim, mm)
         sim.event(
             mm,
             "INFO",

@@ -160,6 +160,7 @@ class Machine:
     enable_hw_sync: bool = False
     last_sync: float | None = None
     sync_interval: int | None = None
+    synced_since_deploy: bool = False  # the first sync after a deploy has happened
     # what commissioning told MAAS beyond CPUs, memory, disks and NICs
     hardware_info: dict[str, str] = field(default_factory=dict)  # empty: all "Unknown"
     numa_nodes: int = 1  # MAAS always has NUMA node 0

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import requests
 
 from maas_client.status import NodeStatus
+from maas_simulator import hwsync
 from maas_simulator.model import Simulator, Step
 from maas_simulator.nodes import Machine, ScriptResult, ScriptSet
 from maas_simulator.outputs import failing, test_output
@@ -180,6 +181,8 @@ def signal(sim: Simulator, m: Machine, run: Run) -> None:
     if target in (S.READY, S.NEW):
         sim.event(m, "INFO", target.label, "")
     sim.set_status(m, target)
+    if target == S.DEPLOYED:
+        hwsync.resume(sim, m)
 
 
 # -- URL checks from the node's network ------------------------------------------------------------

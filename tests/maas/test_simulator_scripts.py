@@ -128,7 +128,8 @@ def lab(sims: list[Sim]) -> Sim:
         {
             "users": [{"username": "alice", "is_superuser": False, "api_key": ALICE_KEY}],
             "scripts": [GPU_BURN, NCCL, B200_ONLY, DELL_ONLY],
-        }
+        },
+        scale=1.0,  # the clock moves only through advance: a run's steps when the test says
     )
     sims.append(s)
     return s
@@ -279,8 +280,9 @@ def test_bad_scripts_in_a_scenario_are_refused() -> None:
 
 
 def test_without_testing_scripts_the_commissioning_tag_runs_once_per_disk(
-    api: Api, sim: Sim
+    clock_sim: Sim,
 ) -> None:
+    sim, api = clock_sim, Api(clock_sim)
     sid = sim.add(hostname="tt1", status="ready")
     answer = api.op(sid, "test")
     assert answer.status_code == 200
@@ -593,7 +595,9 @@ def test_script_hangs_is_timed_out_by_the_reaper(lab: Sim) -> None:
     # one result still running outranks the others at set level
     assert (running["status"], running["status_name"]) == (1, "Running")
     assert api.status(sid) == "Testing"
-    lab.advance(600)  # started + timeout (the runtime: 10 min) + 5 minutes
+    lab.advance(600)  # at 900: started at 25, + its timeout (the runtime, 10 min), + 5 min is 925
+    assert api.status(sid) == "Testing"
+    lab.advance(30)
     failed = api.machine(sid)
     assert failed["status_name"] == "Failed testing"
     assert failed["error_description"] == "infra-nccl has run past it's timeout(0:10:00)"
