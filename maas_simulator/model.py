@@ -601,11 +601,9 @@ class Simulator:
         self, m: Machine, type_: int, *, passed: bool | None, output: bytes = b""
     ) -> ScriptSet:
         now = self.now()
-        names = {
+        names = {  # outputs stored by name only: commissioning's, and curtin's log
             0: ["00-maas-01-cpuinfo", "00-maas-04-lshw", "50-maas-01-commissioning"],
             1: ["/tmp/install.log"],  # noqa: S108 (the name MAAS gives the curtin log)
-            2: ["smartctl-validate"],
-            3: ["wipe-disks"],
         }[type_]
         status = 1 if passed is None else (2 if passed else 3)
         ss = ScriptSet(id=self.new_id(), type=type_, started=now)
