@@ -793,3 +793,20 @@ def test_a_machine_seeded_past_commissioning_passed_its_commissioning_tests(
         "Passed",
         "Passed",
     )
+
+
+def test_op_test_needs_a_power_type_and_valid_parameter_values(api: Api, sim: Sim) -> None:
+    unpowered = sim.add(hostname="tu1", status="ready", power_type="")
+    refused(
+        api.op(unpowered, "test"),
+        500,
+        "Unconfigured power type. Please configure the power type and try again.",
+    )
+    sid = sim.add(hostname="tu2", status="ready")
+    # ParametersForm: each value checked against the script's declaration
+    refused(
+        api.op(sid, "test", testing_scripts="infra-reach", url="http://not a url"),
+        400,
+        {"url": ["Invalid URL"]},
+    )
+    assert api.status(sid) == "Ready"
