@@ -17,6 +17,7 @@ from maas_client.status import RELEASABLE, NodeStatus
 from maas_simulator import lifecycle, testing
 from maas_simulator.constraints import Filter, usable_architectures
 from maas_simulator.errors import ApiError, conflict, invalid
+from maas_simulator.hardware import NodeDevice
 from maas_simulator.interfaces import clear_links
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
@@ -28,6 +29,7 @@ from maas_simulator.wire import (
     Request,
     Response,
     bool_field,
+    checkbox,
     has_perm,
     invalid_choice,
     machine_or_404,
@@ -245,7 +247,7 @@ def machines_release(sim: Simulator, req: Request) -> Any:
     for m in sorted(machines, key=lambda m: sim.order.index(m.system_id)):
         if m.status == S.READY:
             continue
-        lifecycle.release(sim, m, user, {"erase": None, "comment": comment})
+        lifecycle.release(sim, m, user, {"scripts": [], "comment": comment})
         released.append(m.system_id)
     return released
 
@@ -396,19 +398,49 @@ def served_user_data(stored: bytes) -> bytes:
 def machine_release(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    lifecycle.release(
-        sim,
-        m,
-        req.user,
-        {
-            "erase": req.flag("erase") if req.get("erase") is not None else None,
-            "secure_erase": req.flag("secure_erase"),
-            "quick_erase": req.flag("quick_erase"),
-            "force": req.flag("force"),
-            "comment": req.get("comment"),
-        },
-    )
+    lifecycle.release(sim, m, req.user, release_form(sim, req))
     return raw(machine_json(sim, m))
+
+
+def release_form(sim: Simulator, req: Request) -> dict[str, Any]:
+    """``ReleaseForm``: ``scripts`` (release scripts by name or tag, or ``none``), ``erase``,
+    ``secure_erase``, ``quick_erase`` (Django checkboxes: "0" is true), ``force``,
+    ``comment``, and the scripts' parameters. Any erase flag adds ``wipe-disks``; its input is
+    built as MAAS's machine handler builds it (``erase`` gives both flags; the request's
+    explicit ones then replace that input, as a dict union does)."""
+    data = {k: v[-1] for k, v in req.data.items() if v}
+    release_scripts = sim.scripts.of_type(3)
+    choices = {"none"} | {s.name for s in release_scripts}
+    choices |= {t for s in release_scripts for t in s.tags}
+    scripts = data["scripts"].split(",") if "scripts" in data else []
+    bad = next((n for n in scripts if n not in choices), None)
+    if bad is not None:
+        raise invalid(
+            {"scripts": [f"Select a valid choice. {bad} is not one of the available choices."]}
+        )
+    flags = {k: checkbox(data[k]) if k in data else False for k in RELEASE_FLAGS}
+    if (flags["erase"] or flags["secure_erase"] or flags["quick_erase"]) and (
+        "wipe-disks" not in scripts
+    ):
+        scripts.append("wipe-disks")
+    given: dict[str, dict[str, Any]] = {}
+    if flags["erase"]:
+        given["wipe-disks"] = {
+            "secure_erase": flags["secure_erase"],
+            "quick_erase": flags["quick_erase"],
+        }
+    if "wipe-disks" in scripts:  # the true flags, bare or ``wipe-disks_<flag>``
+        explicit = {
+            k: True
+            for k in ("secure_erase", "quick_erase")
+            if flags[k] or checkbox(data.get(f"wipe-disks_{k}", ""))
+        }
+        if explicit:
+            given["wipe-disks"] = explicit  # ``params | get_script_param_dict(...)``
+    return {"scripts": scripts, "input": given, "comment": data.get("comment") or ""}
+
+
+RELEASE_FLAGS = ("erase", "secure_erase", "quick_erase", "force")
 
 
 def machine_abort(sim: Simulator, req: Request) -> Response:
@@ -549,7 +581,7 @@ def machine_details(sim: Simulator, req: Request) -> Response:
         200,
         bson_binary_document(
             {
-                "lshw": lshw_xml(m).encode() if known else None,
+                "lshw": lshw_xml(m, sim.node_devices(m)).encode() if known else None,
                 "lldp": LLDP_XML.encode() if known else None,
             }
         ),
@@ -572,7 +604,7 @@ def bson_binary_document(fields: dict[str, bytes | None]) -> bytes:
 LLDP_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<lldp label="LLDP neighbors"/>\n'
 
 
-def lshw_xml(m: Machine) -> str:
+def lshw_xml(m: Machine, devices: list[NodeDevice]) -> str:
     """A small ``lshw -xml``: system, CPU, memory, disks, NICs, and the display-class PCI
     functions (GPUs and the BMC's VGA) as lshw lists them (``class="display"``)."""
     info = m.hardware_info
@@ -592,7 +624,7 @@ def lshw_xml(m: Machine) -> str:
         f'<node id="display" class="display"><product>{escape(d.product_name)}</product>'
         f"<vendor>{escape(d.vendor_name)}</vendor>"
         f"<businfo>pci@{escape(d.pci_address or '')}</businfo></node>"
-        for d in m.node_devices
+        for d in devices
         if d.hardware_type == 5
     )
     return (

@@ -23,7 +23,7 @@ TEXT_FILTERS = ("vendor_id", "product_id", "vendor_name", "product_name", "commi
 def _devices(sim: Simulator, req: Request) -> list[NodeDevice]:
     """A machine's devices; MAAS records none here for devices and the rack controller."""
     node = node_or_404(sim, req)
-    return list(node.node_devices) if isinstance(node, Machine) else []
+    return list(sim.node_devices(node)) if isinstance(node, Machine) else []
 
 
 def _query(req: Request, name: str) -> str | None:

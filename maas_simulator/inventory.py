@@ -58,11 +58,16 @@ def nic_address(i: int) -> str:
     return f"0000:{NIC_BUS + i // 2:02x}:00.{i % 2}"
 
 
-def gpu_functions(m: Machine) -> list[PciFunction]:
-    """The GPUs on the bus: those the machine has, less any off the bus (``gpu_missing``, or
-    lost after deploy); the last slots go first."""
+def gpus_gone(m: Machine) -> int:
+    """NVIDIA GPUs off the bus now: ``gpu_missing``, and those lost after deploy."""
+    return m.faults.gpu_missing + m.hardware.gpus_lost
+
+
+def gpu_functions(m: Machine, gone: int) -> list[PciFunction]:
+    """The GPUs on the bus: those the machine has, less ``gone`` NVIDIA ones off the bus; the
+    last slots go first."""
     spec, numa = m.hardware.gpus, max(m.hardware.numa_nodes, 1)
-    gone = m.faults.gpu_missing + m.hardware.gpus_lost if spec.vendor_id == "10de" else 0
+    gone = gone if spec.vendor_id.lower() == "10de" else 0
     functions = []
     for i in range(max(spec.count - gone, 0)):
         node = spec.numa_nodes[i] if spec.numa_nodes else i * numa // max(spec.count, 1)
@@ -98,7 +103,8 @@ def nic_functions(m: Machine) -> list[PciFunction]:
     for n, iface in enumerate(physical):
         spec = nic_spec(m, iface.mac_address)
         vendor_id, vendor_name = pci_vendor(spec.vendor)
-        product_id, driver = PCI_PRODUCTS.get(spec.product, (made_up_id(spec.product), ""))
+        known = PCI_PRODUCTS.get(spec.product)
+        product_id, driver = known if known else (made_up_id(spec.product), "")
         functions.append(
             PciFunction(
                 spec.pci_address or nic_address(n),
@@ -138,9 +144,9 @@ def nvme_functions(m: Machine) -> list[PciFunction]:
     return functions
 
 
-def pci_functions(m: Machine) -> list[PciFunction]:
+def pci_functions(m: Machine, gone: int) -> list[PciFunction]:
     """Every PCI function the LXD resources data of this machine lists, in address order."""
-    functions = [*gpu_functions(m), *nic_functions(m), *nvme_functions(m)]
+    functions = [*gpu_functions(m, gone), *nic_functions(m), *nvme_functions(m)]
     if m.hardware.bmc_vga:
         functions.append(BMC_VGA)
     for i in range(nvswitch_count(m)):
@@ -192,7 +198,7 @@ def hardware_type(
     return NODE, None, None
 
 
-def update_node_devices(m: Machine, new_id: Callable[[], int]) -> list[Change]:
+def update_node_devices(m: Machine, new_id: Callable[[], int], gone: int) -> list[Change]:
     """``update_node_devices``: devices are matched by (vendor, product, address); a changed
     one is updated in place (its id kept), new ones are added, vanished ones removed."""
     interfaces = {i.mac_address: i.id for i in m.interfaces if i.type == "physical"}
@@ -200,45 +206,65 @@ def update_node_devices(m: Machine, new_id: Callable[[], int]) -> list[Change]:
     old = {d.key: d for d in m.node_devices}
     changes: list[Change] = []
     devices = []
-    for function in pci_functions(m):
+    for function in pci_functions(m, gone):
         kind, disk_id, iface_id = hardware_type(function, interfaces, disks)
-        bus_number, device_number = bdf_numbers(function.pci_address)
-        fields = {
-            "hardware_type": kind,
-            "numa_node": function.numa_node,
-            "physical_blockdevice": disk_id,
-            "physical_interface": iface_id,
-            "vendor_name": function.vendor_name,
-            "product_name": function.product_name,
-            "commissioning_driver": function.driver,
-        }
         device = old.pop((function.vendor_id, function.product_id, function.pci_address), None)
         if device is None:
+            bus_number, device_number = bdf_numbers(function.pci_address)
             device = NodeDevice(
-                id=new_id(),
-                bus=1,
-                vendor_id=function.vendor_id,
-                product_id=function.product_id,
-                bus_number=bus_number,
-                device_number=device_number,
-                pci_address=function.pci_address,
-                **fields,  # type: ignore[arg-type]
+                new_id(),
+                1,
+                kind,
+                function.numa_node,
+                function.vendor_id,
+                function.product_id,
+                function.vendor_name,
+                function.product_name,
+                function.driver,
+                bus_number,
+                device_number,
+                function.pci_address,
+                disk_id,
+                iface_id,
             )
             changes.append(("added", device))
-        elif any(getattr(device, k) != v for k, v in fields.items()):
-            for k, v in fields.items():
-                setattr(device, k, v)
-            changes.append(("updated", device))
+        else:
+            fields = {
+                "hardware_type": kind,
+                "numa_node": function.numa_node,
+                "physical_blockdevice": disk_id,
+                "physical_interface": iface_id,
+                "vendor_name": function.vendor_name,
+                "product_name": function.product_name,
+                "commissioning_driver": function.driver,
+            }
+            if any(getattr(device, k) != v for k, v in fields.items()):
+                for k, v in fields.items():
+                    setattr(device, k, v)
+                changes.append(("updated", device))
         devices.append(device)
     changes.extend(("removed", d) for d in old.values())
     m.node_devices = devices
     return changes
 
 
+def node_devices(m: Machine, new_id: Callable[[], int]) -> list[NodeDevice]:
+    """MAAS's node devices of the machine, made now if their first read is still due."""
+    if m.devices_due is not None:
+        update_node_devices(m, new_id, m.devices_due)
+        m.devices_due = None
+    return m.node_devices
+
+
 def read_hardware(m: Machine, new_id: Callable[[], int]) -> list[Change]:
     """What the commissioning hook records besides disks and links: NUMA nodes,
-    ``hardware_info``, the NIC attributes, the node devices."""
+    ``hardware_info``, the NIC attributes, the node devices. A machine's first read makes its
+    devices when first needed (seeding 10,000 machines stays cheap); nothing to report then."""
     m.numa_nodes = max(m.hardware.numa_nodes, 1)
     m.hardware_info = m.hardware.info.read(m.hardware_uuid[-12:])
     apply_nics(m)
-    return update_node_devices(m, new_id)
+    if not m.node_devices:
+        m.devices_due = gpus_gone(m)
+        return []
+    node_devices(m, new_id)
+    return update_node_devices(m, new_id, gpus_gone(m))

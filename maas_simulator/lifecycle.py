@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from maas_client.status import RELEASABLE, NodeStatus
-from maas_simulator import runner
+from maas_simulator import hwsync, runner
 from maas_simulator.errors import ApiError, conflict, invalid
 from maas_simulator.model import Simulator
-from maas_simulator.nodes import Machine, ScriptSet
-from maas_simulator.scripts import TESTING
-from maas_simulator.scriptsets import ParameterErrors, clean_old, new_results, select
+from maas_simulator.nodes import Machine, ScriptResult, ScriptSet
+from maas_simulator.outputs import wipe_output
+from maas_simulator.scripts import RELEASE
+from maas_simulator.scriptsets import clean_old, new_results, select
 from maas_simulator.users import User
 
 S = NodeStatus
@@ -131,27 +132,11 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
         sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
         processed(sim, mm)
         sim.set_status(mm, S.TESTING)
-        ss = commissioning_tests(sim, mm, tests or ["commissioning"])
+        ss = sim.testing_set(mm, tests or ["commissioning"], passed=False)
         seconds = COMMISSION_READY_AT - COMMISSION_TESTING_AT
         runner.start(sim, mm, ss, at=0, seconds=seconds)
 
     sim.schedule(m, COMMISSION_TESTING_AT, testing)
-
-
-def commissioning_tests(sim: Simulator, m: Machine, names: list[str]) -> ScriptSet:
-    """The testing script set commissioning runs (its ``testing_scripts``, by default those
-    tagged ``commissioning``); a script whose parameters do not fit this machine is left out."""
-    now = sim.now()
-    results = []
-    for script in select(sim.scripts, m, names, TESTING):
-        try:
-            results += new_results(m, script, {}, sim.new_id, now)
-        except ParameterErrors:
-            continue
-    ss = ScriptSet(id=sim.new_id(), type=2, started=now, results=results)
-    m.script_sets.append(ss)
-    clean_old(m, ss)
-    return ss
 
 
 def commissioning_passed(sim: Simulator, m: Machine) -> bool:
@@ -218,8 +203,7 @@ def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> No
     m.distro_series = params["distro_series"]
     m.hwe_kernel = params.get("hwe_kernel") or None
     m.user_data = params.get("user_data")
-    m.enable_hw_sync = bool(params.get("enable_hw_sync"))
-    m.sync_interval = 900 if m.enable_hw_sync else None
+    hwsync.enable(sim, m, bool(params.get("enable_hw_sync")))
     m.error_description = ""
     sim.request_event(m, "User starting deployment", "start", "", user)
     sim.set_status(m, S.DEPLOYING)
@@ -280,8 +264,7 @@ def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> No
     def first_boot(sim: Simulator, mm: Machine) -> None:
         # cloud-init of the installed OS asks for user-data: MAAS ends the deployment.
         sim.set_status(mm, S.DEPLOYED)
-        if mm.enable_hw_sync:
-            mm.last_sync = sim.now()
+        hwsync.start(sim, mm)
         sim.event(
             mm,
             "INFO",
@@ -296,58 +279,107 @@ def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> No
 
 
 def release(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> None:
+    """``start_releasing``: ``params["scripts"]`` are the release scripts the form asked for
+    (``wipe-disks`` when an erase flag was set) with their ``input``; config
+    ``enable_disk_erasing_on_release`` adds ``wipe-disks`` with its own erase settings, which
+    replace the request's. Only ``wipe-disks`` → Disk erasing; any other mix → Releasing with
+    the scripts; none → released at once."""
     if m.status in (S.RELEASING, S.READY):
         return  # a redundant retry: the postcondition already holds
 
     if m.status not in RELEASABLE:
         raise conflict(f"Machine cannot be released in its current state ('{m.status.label}').")
-    erase = params.get("erase")
-    if erase is None:  # not sent: the region's default (an explicit false wins)
-        erase = sim.config["enable_disk_erasing_on_release"]
+    scripts = [n for n in params.get("scripts") or [] if n != "none"]
+    given: dict[str, dict[str, Any]] = dict(params.get("input") or {})
+    if sim.config["enable_disk_erasing_on_release"]:
+        scripts.append("wipe-disks")
+        given["wipe-disks"] = {
+            "secure_erase": bool(sim.config["disk_erase_with_secure_erase"]),
+            "quick_erase": bool(sim.config["disk_erase_with_quick_erase"]),
+        }
     ordinal = m.next_count("release")
     sim.start_op(m, "release")
     comment = params.get("comment") or ""
-    if not erase:
+    if not scripts:
         sim.request_event(m, "User releasing node", "release", comment, user)
         start_release(sim, m)
         return
+    ss = release_set(sim, m, scripts, given)
+    wipe_only = scripts == ["wipe-disks"]
     # Only the wipe-disks release script: MAAS keeps the old "Disk erasing" statuses. The
-    # machine keeps its owner and OS until the wipe has finished and release() runs.
-    if params.get("secure_erase"):
-        mode = "secure"
-    elif params.get("quick_erase"):
-        mode = "quick"
+    # machine keeps its owner and OS until the scripts have run and release() runs.
+    if wipe_only:
+        sim.request_event(m, "User erasing disk", "start disk erasing", comment, user)
+        sim.set_status(m, S.DISK_ERASING)
+        sim.schedule_timeout(m, S.DISK_ERASING)
     else:
-        mode = "full"
-    sim.request_event(m, "User erasing disk", "start disk erasing", comment, user)
-    sim.set_status(m, S.DISK_ERASING)
-    sim.script_set(m, 3, passed=None)
-    sim.schedule_timeout(m, S.DISK_ERASING)
+        sim.request_event(m, "User releasing node", "start node releasing", comment, user)
+        sim.set_status(m, S.RELEASING)
+        sim.schedule_timeout(m, S.RELEASING)
     m.power_state = "on"
     sim.timeline(m, ERASE_STEPS, until=1e9)
     if m.faults.release_stuck:
         return  # the ephemeral environment never reports back
-    if ordinal in m.faults.erase_failure:
+    failing = ordinal in m.faults.erase_failure
+    sim.schedule(m, ERASE_STEPS[-1][0], lambda sim, mm: _wipe_started(sim, mm, ss))
+    seconds = max((ERASE_SECONDS[wipe_mode(r)] for r in ss.results), default=0)
+    sim.schedule(m, seconds, lambda sim, mm: _released_scripts(sim, mm, ss, wipe_only, failing))
 
-        def erase_fail(sim: Simulator, mm: Machine) -> None:
-            sim.finish_script_set(
-                mm,
-                3,
-                passed=False,
-                output=b"wipe-disks: /dev/sda: secure erase failed: Input/output error\n",
-            )
-            sim.mark_failed(mm, "Failed to erase disks.")
-            mm.power_state = "off"
 
-        sim.schedule(m, ERASE_SECONDS[mode], erase_fail)
+def wipe_mode(r: ScriptResult) -> str:
+    """What a ``wipe-disks`` result was asked to do: ``secure``, ``quick`` or ``full``."""
+    if r.parameters.get("secure_erase", {}).get("value"):
+        return "secure"
+    if r.parameters.get("quick_erase", {}).get("value"):
+        return "quick"
+    return "full"
+
+
+def release_set(
+    sim: Simulator, m: Machine, names: list[str], given: dict[str, dict[str, Any]]
+) -> ScriptSet:
+    """``create_release_script_set``: a result per selected release script (``wipe-disks``
+    runs once for all disks), the type's older runs kept three per script."""
+    now = sim.now()
+    results = []
+    for script in select(sim.scripts, m, names, RELEASE):
+        results += new_results(m, script, given.get(script.name, {}), sim.new_id, now)
+    ss = ScriptSet(id=sim.new_id(), type=3, started=now, results=results)
+    m.script_sets.append(ss)
+    clean_old(m, ss)
+    return ss
+
+
+def _wipe_started(sim: Simulator, m: Machine, ss: ScriptSet) -> None:
+    for r in ss.results:
+        sim.set_result(m, ss, r, 1)
+
+
+def _released_scripts(
+    sim: Simulator, m: Machine, ss: ScriptSet, wipe_only: bool, failing: bool
+) -> None:
+    """The release scripts report: ``wipe-disks``' per-disk lines (``erase_fails`` names the
+    disks that fail; ``erase_failure`` fails the wipe of that release outright)."""
+    disks = [str(d["name"]) for d in m.hardware.disks or []]
+    passed = True
+    for r in ss.results:
+        mode = wipe_mode(r)
+        fails = {disks[0]} if failing and disks else set(m.faults.erase_fails)
+        secure, quick = mode == "secure", bool(r.parameters.get("quick_erase", {}).get("value"))
+        if failing:
+            secure = quick = False  # the failure of that release is its zeroing's
+        output, ok = wipe_output(disks, secure, quick, fails)
+        sim.set_result(m, ss, r, 2 if ok else 3, output=output, exit_status=0 if ok else 1)
+        passed = passed and ok
+    m.power_state = "off" if not passed else m.power_state
+    if not passed:
+        sim.mark_failed(m, "Failed to erase disks." if wipe_only else "Failed to release machine.")
         return
-
-    def erased(sim: Simulator, mm: Machine) -> None:
-        sim.finish_script_set(mm, 3, passed=True, output=b"wipe-disks: done\n")
-        sim.event(mm, "INFO", "Disks erased", "")
-        start_release(sim, mm)
-
-    sim.schedule(m, ERASE_SECONDS[mode], erased)
+    if wipe_only:
+        sim.event(m, "INFO", "Disks erased", "")
+    else:
+        sim.event(m, "INFO", "Release scripts executed successfully.", "")
+    start_release(sim, m)
 
 
 def start_release(sim: Simulator, m: Machine) -> None:

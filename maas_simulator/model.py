@@ -22,7 +22,7 @@ from typing import Any
 from maas_client.status import FAILURE_OF, NodeStatus
 from maas_simulator.clock import Clock, Scheduler
 from maas_simulator.faults import MachineFaults
-from maas_simulator.hardware import NicSpec
+from maas_simulator.hardware import NicSpec, NodeDevice
 from maas_simulator.interfaces import (
     Interface,
     Link,
@@ -32,6 +32,7 @@ from maas_simulator.interfaces import (
     remove_interface,
 )
 from maas_simulator.inventory import Change, read_hardware
+from maas_simulator.inventory import node_devices as make_node_devices
 from maas_simulator.network import Network, Subnet
 from maas_simulator.nodes import (
     RUNNING_OR_PENDING,
@@ -47,7 +48,8 @@ from maas_simulator.nodes import (
     default_disks,
     node_mac,
 )
-from maas_simulator.scripts import Catalogue
+from maas_simulator.scripts import TESTING, Catalogue, Script
+from maas_simulator.scriptsets import ParameterErrors, clean_old, new_results, select
 from maas_simulator.storage import BlockDevice, LayoutError, LayoutFieldsError, new_uuid_factory
 from maas_simulator.users import LEVELS, Event, SSHKey, User
 
@@ -175,6 +177,10 @@ class Simulator:
 
     def new_device_id(self) -> int:
         return next(self._device_ids)
+
+    def node_devices(self, m: Machine) -> list[NodeDevice]:
+        """MAAS's node devices of a machine (made at their first use after discovery)."""
+        return make_node_devices(m, self.new_device_id)
 
     def new_system_id(self) -> str:
         alphabet = string.ascii_lowercase + string.digits
@@ -417,6 +423,7 @@ class Simulator:
             self.apply_layout(m, storage_layout or self.config["default_storage_layout"])
             self.reset_networking(m)
             self.script_set(m, 0, passed=True)
+            self.testing_set(m, ["commissioning"], passed=True)  # commissioning's tests
         m.storage.allocated = status in ALLOCATED_STATUSES
         if status in OWNED_STATUSES:
             m.owner = owner or next(iter(self.users), None)
@@ -594,11 +601,9 @@ class Simulator:
         self, m: Machine, type_: int, *, passed: bool | None, output: bytes = b""
     ) -> ScriptSet:
         now = self.now()
-        names = {
+        names = {  # outputs stored by name only: commissioning's, and curtin's log
             0: ["00-maas-01-cpuinfo", "00-maas-04-lshw", "50-maas-01-commissioning"],
             1: ["/tmp/install.log"],  # noqa: S108 (the name MAAS gives the curtin log)
-            2: ["smartctl-validate"],
-            3: ["wipe-disks"],
         }[type_]
         status = 1 if passed is None else (2 if passed else 3)
         ss = ScriptSet(id=self.new_id(), type=type_, started=now)
@@ -616,6 +621,35 @@ class Simulator:
             )
         m.script_sets.append(ss)
         return ss
+
+    def testing_set(self, m: Machine, names: list[str], *, passed: bool) -> ScriptSet:
+        """A testing script set of the scripts ``names`` select (a script whose parameters do
+        not fit the machine is left out): Pending, or already Passed (the tests of a machine
+        seeded past commissioning)."""
+        now = self.now()
+        results = []
+        if any(s.for_hardware for s in self.scripts.of_type(TESTING)):
+            self.node_devices(m)  # for_hardware matches them
+        for script in select(self.scripts, m, names, TESTING):
+            try:
+                results += new_results(m, script, {}, self.new_id, now)
+            except ParameterErrors:
+                continue
+        if passed:
+            for r in results:
+                r.status, r.started, r.ended, r.exit_status = 2, now, now, 0
+                r.output = f"{r.title}: PASSED\n".encode()
+        ss = ScriptSet(id=self.new_id(), type=2, started=now, results=results)
+        ss.ended = now if passed else None
+        if results:  # MAAS keeps no empty set
+            m.script_sets.append(ss)
+            clean_old(m, ss)
+        return ss
+
+    def scripts_from_scenario(self, specs: list[dict[str, Any]]) -> list[Script]:
+        """Testing scripts uploaded as a scenario's ``scripts:`` uploads them."""
+        with self.lock:
+            return [self.scripts.add_testing(spec, self.now()) for spec in specs]
 
     def finish_script_set(self, m: Machine, type_: int, *, passed: bool, output: bytes) -> None:
         for ss in reversed(m.script_sets):

@@ -160,10 +160,14 @@ class Machine:
     enable_hw_sync: bool = False
     last_sync: float | None = None
     sync_interval: int | None = None
+    synced_since_deploy: bool = False  # the first sync after a deploy has happened
     # what commissioning told MAAS beyond CPUs, memory, disks and NICs
     hardware_info: dict[str, str] = field(default_factory=dict)  # empty: all "Unknown"
     numa_nodes: int = 1  # MAAS always has NUMA node 0
     node_devices: list[NodeDevice] = field(default_factory=list)
+    # A first discovery's node devices are made when first needed (``Simulator.devices``):
+    # the number of GPUs that were off the bus when it read them.
+    devices_due: int | None = None
     user_data: bytes | None = None
     owner_data: dict[str, str] = field(default_factory=dict)
     locked: bool = False

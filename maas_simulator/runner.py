@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import requests
 
 from maas_client.status import NodeStatus
+from maas_simulator import hwsync
 from maas_simulator.model import Simulator, Step
 from maas_simulator.nodes import Machine, ScriptResult, ScriptSet
 from maas_simulator.outputs import failing, test_output
@@ -86,6 +87,7 @@ def start(
 ) -> None:
     """Schedule the set's scripts: Running at ``at`` (MAAS seconds from now), each ending
     after its run time; a hanging one is left to the reaper."""
+    sim.node_devices(m)  # what GPU scripts print about
     hung = set(m.faults.script_hangs)
     run = Run(
         ss,
@@ -105,6 +107,9 @@ def start(
 
 
 def _begin(sim: Simulator, m: Machine, run: Run) -> None:
+    if not run.ss.results:  # nothing to run: the runner reports at once
+        signal(sim, m, run)
+        return
     for r in run.ss.results:
         sim.set_result(m, run.ss, r, 1)
     for r in run.ss.results:
@@ -176,6 +181,8 @@ def signal(sim: Simulator, m: Machine, run: Run) -> None:
     if target in (S.READY, S.NEW):
         sim.event(m, "INFO", target.label, "")
     sim.set_status(m, target)
+    if target == S.DEPLOYED:
+        hwsync.resume(sim, m)
 
 
 # -- URL checks from the node's network ------------------------------------------------------------

@@ -555,9 +555,8 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
         raise ValueError("config.default_storage_layout must be flat, lvm or blank")
     sim.config.update(config)
     for spec in data.get("scripts") or []:
-        if not isinstance(spec, dict):
-            raise ValueError(f"each script must be a mapping, not {spec!r}")
-        sim.scripts.add_testing(spec, sim.now())
+        _check_keys(spec, set(spec) if isinstance(spec, dict) else set(), "script")
+        sim.scripts_from_scenario([spec])
     add_machines(sim, data.get("machines") or [])
     add_devices(sim, data.get("devices") or [])
     if data.get("generate"):

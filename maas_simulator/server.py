@@ -90,6 +90,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The ``Date`` header: the simulated region's clock, the one ``last_sync`` and script
+        results are stamped with (a client judging a stale sync compares against it)."""
+        return super().date_time_string(
+            self.state.sim.clock.now() if timestamp is None else timestamp
+        )
+
     def do_GET(self) -> None:
         self.handle_any("GET")
 
@@ -253,6 +260,8 @@ class Handler(BaseHTTPRequestHandler):
                 if len(parts) == 3 and parts[2] == "faults" and method == "POST":
                     merged = {**m.faults.as_dict(), **data}
                     m.faults = MachineFaults.from_dict(merged)
+                    if data.get("gpu_lost_after_deploy") == 0:
+                        m.hardware.gpus_lost = 0  # the lost GPUs reseated
                 if len(parts) == 3 and parts[2] == "status" and method == "POST":
                     sim.start_op(m, "forced")
                     sim.set_status(m, NodeStatus[data["status"].upper()])
@@ -272,6 +281,9 @@ class Handler(BaseHTTPRequestHandler):
                         "counts": m.counts,
                     }
                 )
+            if parts == ["scripts"] and method == "POST":
+                added = sim.scripts_from_scenario(data["scripts"])
+                return self.json({"scripts": [s.name for s in added]})
             if parts == ["faults"]:
                 if method == "POST":
                     with state.lock:

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from maas_client.status import NodeStatus
-from maas_simulator import lifecycle, runner
+from maas_simulator import hwsync, lifecycle, runner
 from maas_simulator.errors import ApiError, conflict, invalid
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine, ScriptSet
@@ -183,6 +183,8 @@ def start(sim: Simulator, m: Machine, user: User, data: dict[str, list[str]]) ->
         )
     names = names or ["commissioning"]
     params = script_param_dict(sim.scripts, names, cleaned)
+    if any(s.for_hardware for s in sim.scripts.of_type(TESTING)):
+        sim.node_devices(m)  # for_hardware matches them
     now = sim.now()
     results = []
     try:
@@ -224,6 +226,9 @@ def override_failed_testing(sim: Simulator, m: Machine, user: User, comment: str
     )
     if m.status != S.FAILED_TESTING:
         raise conflict("Unable to override node status. Node is not in 'Failed testing' status.")
+    target = S.READY if m.osystem == "" else S.DEPLOYED
     sim.start_op(m, "override_failed_testing")
-    sim.set_status(m, S.READY if m.osystem == "" else S.DEPLOYED)
+    sim.set_status(m, target)
     m.error_description = ""
+    if target == S.DEPLOYED:
+        hwsync.resume(sim, m)

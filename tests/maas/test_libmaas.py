@@ -299,3 +299,54 @@ def test_account_tokens(client: Any, sim: Sim) -> None:
     with pytest.raises(CallError) as refused:
         other.users.whoami()
     assert refused.value.status == 401
+
+
+# -- hardware: node devices, scripts, results (libmaas has no objects for them: its bones) -------
+
+
+def test_describe_advertises_the_hardware_handlers_with_exact_paths(sim: Sim) -> None:
+    body = requests.get(sim.url + "api/2.0/describe/", timeout=10).json()
+    handlers = {h["name"]: h for h in body["handlers"]}
+    expected = {
+        "NodeDevicesHandler": ("/MAAS/api/2.0/nodes/{system_id}/devices/", {("read", None)}),
+        "NodeDeviceHandler": (
+            "/MAAS/api/2.0/nodes/{system_id}/devices/{id}/",
+            {("read", None), ("delete", None)},
+        ),
+        "NodeScriptsHandler": ("/MAAS/api/2.0/scripts/", {("read", None)}),
+        # the one path without a trailing slash, as MAAS routes it
+        "NodeScriptHandler": (
+            "/MAAS/api/2.0/scripts/{name}",
+            {("read", None), ("download", "download")},
+        ),
+        "NodeScriptResultsHandler": ("/MAAS/api/2.0/nodes/{system_id}/results/", {("read", None)}),
+        "NodeScriptResultHandler": (
+            "/MAAS/api/2.0/nodes/{system_id}/results/{id}/",
+            {("read", None), ("download", "download")},
+        ),
+    }
+    for name, (path, actions) in expected.items():
+        assert handlers[name]["path"] == path, name
+        assert {(a["name"], a["op"]) for a in handlers[name]["actions"]} == actions, name
+    machine = {(a["name"], a["op"]) for a in handlers["MachineHandler"]["actions"]}
+    assert {("test", "test"), ("override_failed_testing", "override_failed_testing")} <= machine
+
+
+def test_libmaas_bones_reach_devices_scripts_and_results(sim: Sim) -> None:
+    sid = sim.add(hostname="lb1", status="ready", faults={"gpu_missing": 1})
+    session = maas.client.connect(sim.url, apikey=API_KEY)._origin.session
+    devices = session.NodeDevices.read(system_id=sid)
+    gpus = [d for d in devices if d["hardware_type"] == 5 and d["vendor_id"] == "10de"]
+    assert len(gpus) == 7
+    one = session.NodeDevice.read(system_id=sid, id=gpus[0]["pci_address"])
+    assert one["id"] == gpus[0]["id"]
+    assert session.NodeScript.read(name="smartctl-validate")["timeout"] == "0:05:00"
+    assert "7z" in [s["name"] for s in session.NodeScripts.read(type="testing")]
+    testing = session.Machine.test(system_id=sid, testing_scripts="7z")
+    assert testing["status_name"] == "Testing"
+    sim.advance(60)
+    run = session.NodeScriptResult.read(system_id=sid, id="current-testing")
+    assert [(r["name"], r["status_name"]) for r in run["results"]] == [("7z", "Passed")]
+    with pytest.raises(CallError) as refused:
+        session.Machine.override_failed_testing(system_id=sid)
+    assert refused.value.status == 409

@@ -375,18 +375,21 @@ def test_commissioning_results_the_legacy_way(sim: Sim, api: Api) -> None:
     a = sim.add(hostname="cr01", status="ready")
     sim.add(hostname="cr02", status="ready")
     results = api.get("commissioning-results/", system_id=a).json()
-    assert {r["name"] for r in results} == {
-        "00-maas-01-cpuinfo",
-        "00-maas-04-lshw",
-        "50-maas-01-commissioning",
-    }
+    # the current commissioning run, then the current testing run (commissioning's tests)
+    assert [(r["name"], r["result_type"]) for r in results] == [
+        ("00-maas-01-cpuinfo", 0),
+        ("00-maas-04-lshw", 0),
+        ("50-maas-01-commissioning", 0),
+        ("smartctl-validate", 2),
+        ("smartctl-validate", 2),
+    ]
     first = results[0]
     assert first["node"] == {"system_id": a} and first["result_type"] == 0
     assert (
         first["script_result"] == 0
         and first["resource_uri"] == "/MAAS/api/2.0/commissioning-scripts/"
     )
-    assert len(api.get("installation-results/").json()) == 6
+    assert len(api.get("installation-results/").json()) == 10
     assert (
         api.get("commissioning-results/", name="00-maas-04-lshw").json()[0]["name"]
         == "00-maas-04-lshw"

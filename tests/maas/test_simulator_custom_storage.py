@@ -29,7 +29,8 @@ def site(sims: list[Sim]) -> Sim:
                 {"hostname": "s2", "status": "ready", "storage_layout": "blank"},
                 {"hostname": "s3", "status": "ready"},
             ],
-        }
+        },
+        scale=1.0,  # time moves only through advance (a release powers off 10 s later)
     )
     sims.append(s)
     return s

@@ -389,6 +389,12 @@ def test_gpu_missing_commissioning_finds_fewer_gpus_than_the_machine_has(
     assert len(nvidia_gpus(api, seeded)) == 6
     # the BMC's VGA is still there: 7 display devices for 8 GPUs bought
     assert len(devices(api, seeded, hardware_type="gpu")) == 7
+    # MAAS's record is what commissioning saw, whatever the bus shows later
+    sim.post(f"machines/{seeded}/faults", {"gpu_missing": 0})
+    assert len(nvidia_gpus(api, seeded)) == 6
+    untouched = sim.add(hostname="gm3", status="ready", faults={"gpu_missing": 3})
+    sim.post(f"machines/{untouched}/faults", {"gpu_missing": 0})  # before any read of it
+    assert len(nvidia_gpus(api, untouched)) == 5
     healthy = sim.add(hostname="gm2", status="ready")
     before = {d["pci_address"]: d["id"] for d in nvidia_gpus(api, healthy)}
     sim.post(f"machines/{healthy}/faults", {"gpu_missing": 1})

@@ -12,6 +12,7 @@ import tarfile
 from typing import Any
 
 import pytest
+import requests
 
 from tests.support.maas import Api, Sim, make_sim
 
@@ -127,7 +128,8 @@ def lab(sims: list[Sim]) -> Sim:
         {
             "users": [{"username": "alice", "is_superuser": False, "api_key": ALICE_KEY}],
             "scripts": [GPU_BURN, NCCL, B200_ONLY, DELL_ONLY],
-        }
+        },
+        scale=1.0,  # the clock moves only through advance: a run's steps when the test says
     )
     sims.append(s)
     return s
@@ -278,8 +280,9 @@ def test_bad_scripts_in_a_scenario_are_refused() -> None:
 
 
 def test_without_testing_scripts_the_commissioning_tag_runs_once_per_disk(
-    api: Api, sim: Sim
+    clock_sim: Sim,
 ) -> None:
+    sim, api = clock_sim, Api(clock_sim)
     sid = sim.add(hostname="tt1", status="ready")
     answer = api.op(sid, "test")
     assert answer.status_code == 200
@@ -489,12 +492,13 @@ def test_destructive_scripts_are_refused_on_a_deployed_machine(api: Api, sim: Si
 
 def test_a_network_test_needs_a_configured_interface(api: Api, sim: Sim) -> None:
     sid = sim.add(hostname="tr6", status="ready", faults={"pxe_unlinked": True})
+    before = api.get(f"nodes/{sid}/results/", type="testing").json()
     refused(
         api.op(sid, "test", testing_scripts="gateway-connectivity"),
         400,
         "An interface must be configured to run network testing!",
     )
-    assert api.get(f"nodes/{sid}/results/", type="testing").json() == []
+    assert api.get(f"nodes/{sid}/results/", type="testing").json() == before  # nothing new
 
 
 def test_testing_is_an_admin_operation(lab: Sim) -> None:
@@ -591,7 +595,9 @@ def test_script_hangs_is_timed_out_by_the_reaper(lab: Sim) -> None:
     # one result still running outranks the others at set level
     assert (running["status"], running["status_name"]) == (1, "Running")
     assert api.status(sid) == "Testing"
-    lab.advance(600)  # started + timeout (the runtime: 10 min) + 5 minutes
+    lab.advance(600)  # at 900: started at 25, + its timeout (the runtime, 10 min), + 5 min is 925
+    assert api.status(sid) == "Testing"
+    lab.advance(30)
     failed = api.machine(sid)
     assert failed["status_name"] == "Failed testing"
     assert failed["error_description"] == "infra-nccl has run past it's timeout(0:10:00)"
@@ -660,9 +666,12 @@ def test_result_filters_and_ids(lab: Sim) -> None:
     api.ok(sid, "test", testing_scripts="infra-gpu-burn,smartctl-validate,7z", duration="10")
     lab.advance(60)
     every = api.get(f"nodes/{sid}/results/").json()
-    assert [s["type_name"] for s in every] == ["Commissioning", "Testing"]
+    # seeded past commissioning: its commissioning run and commissioning's tests, then ours
+    assert [s["type_name"] for s in every] == ["Commissioning", "Testing", "Testing"]
+    assert names(every[1]["results"]) == ["smartctl-validate"] * 2
     for value in ("testing", "test", "2"):
-        assert [s["type"] for s in api.get(f"nodes/{sid}/results/", type=value).json()] == [2]
+        listed = api.get(f"nodes/{sid}/results/", type=value).json()
+        assert [s["type"] for s in listed] == [2, 2]
     assert api.get(f"nodes/{sid}/results/", type="release").json() == []
     tests = current(api, sid)
     assert names(tests["results"]) == [
@@ -677,7 +686,7 @@ def test_result_filters_and_ids(lab: Sim) -> None:
     assert names(current(api, sid, hardware_type="3")["results"]) == ["smartctl-validate"] * 2
     # commissioning outputs stored by name only have no script: a hardware_type drops them
     listed = api.get(f"nodes/{sid}/results/", hardware_type="cpu").json()
-    assert [names(s["results"]) for s in listed] == [[], ["7z"]]
+    assert [names(s["results"]) for s in listed] == [[], [], ["7z"]]
     # filters: names, tags, result ids
     assert names(current(api, sid, filters="infra-gpu")["results"]) == ["infra-gpu-burn"]
     seven = next(r for r in tests["results"] if r["name"] == "7z")
@@ -689,7 +698,7 @@ def test_result_filters_and_ids(lab: Sim) -> None:
 
 
 def test_result_refusals(api: Api, sim: Sim) -> None:
-    sid = sim.add(hostname="rr1", status="ready")
+    sid = sim.add(hostname="rr1", status="new")  # known as enlisted, never commissioned
     path = f"nodes/{sid}/results/"
     refused(api.get(path, type="tests"), 400, "Invalid result type name")
     refused(api.get(path, type="7"), 400, "Invalid result type numeric value.")
@@ -703,11 +712,13 @@ def test_result_refusals(api: Api, sim: Sim) -> None:
         "or the id number of a specific result."
     )
     refused(api.get(path + "current-release/"), 400, unknown.format("current-release"))
-    # never tested: the alias has no set, and MAAS answers the same 400
+    # nothing run yet: the aliases have no set, and MAAS answers the same 400
     refused(api.get(path + "current-testing/"), 400, unknown.format("current-testing"))
+    refused(api.get(path + "current-commissioning/"), 400, unknown.format("current-commissioning"))
     refused(api.get(path + "999999/"), 404, "No ScriptSet matches the given query.")
     refused(api.get("nodes/nosuch/results/"), 404, "No Node matches the given query.")
-    commissioning = api.get(path + "current-commissioning/").json()
+    ready = sim.add(hostname="rr2", status="ready")
+    commissioning = api.get(f"nodes/{ready}/results/current-commissioning/").json()
     assert commissioning["type_name"] == "Commissioning"
     assert all(r["script_id"] is None for r in commissioning["results"])
 
@@ -747,4 +758,55 @@ def test_testing_results_are_kept_ten_per_script(api: Api, sim: Sim) -> None:
         api.ok(sid, "test", testing_scripts="7z")
         sim.advance(60)
     sets = api.get(f"nodes/{sid}/results/", type="testing").json()
-    assert len(sets) == 10  # the oldest, emptied, is gone
+    runs = [s for s in sets if names(s["results"]) == ["7z"]]
+    assert len(runs) == 10  # the oldest, emptied, is gone
+    assert len(sets) == 11  # commissioning's smartctl-validate run is another script's
+
+
+def test_scripts_can_be_uploaded_through_the_control_endpoint(api: Api, sim: Sim) -> None:
+    added = sim.post("scripts", {"scripts": [{"name": "infra-late", "hardware_type": "gpu"}]})
+    assert added == {"scripts": ["infra-late"]}
+    script = api.get("scripts/infra-late").json()
+    assert (script["hardware_type_name"], script["tags"], script["default"]) == (
+        "GPU",
+        ["gpu"],
+        False,
+    )
+    again = requests.post(
+        sim.control + "scripts", json={"scripts": [{"name": "infra-late"}]}, timeout=10
+    )
+    assert again.status_code == 400 and "already exists" in again.json()["error"]
+
+
+def test_a_machine_seeded_past_commissioning_passed_its_commissioning_tests(
+    api: Api, sim: Sim
+) -> None:
+    sid = sim.add(hostname="sd1", status="ready")
+    tests = current(api, sid)
+    assert (tests["status_name"], names(tests["results"])) == (
+        "Passed",
+        ["smartctl-validate", "smartctl-validate"],
+    )
+    machine = api.machine(sid)
+    assert machine["current_testing_result_id"] == tests["id"]
+    assert (machine["testing_status_name"], machine["storage_test_status_name"]) == (
+        "Passed",
+        "Passed",
+    )
+
+
+def test_op_test_needs_a_power_type_and_valid_parameter_values(api: Api, sim: Sim) -> None:
+    unpowered = sim.add(hostname="tu1", status="ready", power_type="")
+    refused(
+        api.op(unpowered, "test"),
+        500,
+        "Unconfigured power type. Please configure the power type and try again.",
+    )
+    sid = sim.add(hostname="tu2", status="ready")
+    # ParametersForm: each value checked against the script's declaration
+    refused(
+        api.op(sid, "test", testing_scripts="infra-reach", url="http://not a url"),
+        400,
+        {"url": ["Invalid URL"]},
+    )
+    assert api.status(sid) == "Ready"
