@@ -23,7 +23,8 @@ ERASED = [
     (re.compile(r"^Secure erase was successful on NVMe drive (\S+)$"), "secure"),
     (re.compile(r"^(\S+): successfully securely erased\.$"), "secure"),
     (re.compile(r"^(\S+): successfully quickly wiped\.$"), "quick"),
-    (re.compile(r"^(\S+): successfully zeroed\.$"), "zeroed"),
+    # NVMe disks are zeroed with write-zeroes and say so; other disks by overwriting
+    (re.compile(r"^(\S+): successfully zeroed(?: \(using write-zeroes\))?\.$"), "zeroed"),
 ]
 FAILED = [re.compile(r"^(\S+): failed to be quickly wiped\.$")]
 

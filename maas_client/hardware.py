@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from maas_client.errors import MaasBadRequest
 from maas_client.status import NodeStatus
 
 # hardware_type, shared by node devices, scripts and results (docs/maas-api.md, "Hardware")
@@ -235,8 +236,9 @@ class Script:
 
 @dataclass(frozen=True)
 class RunResult:
-    """One script's result in a run; a per-disk or per-interface script has one per device,
-    named in its parameters (``device``: the disk's or interface's name)."""
+    """One script's result in a run; a per-disk or per-interface testing script has one per
+    device, named in its parameters (``device``: the disk's or interface's name). A release's
+    ``wipe-disks`` is one result for every disk (decommission/erase.py reads its lines)."""
 
     id: int
     name: str
@@ -332,14 +334,20 @@ class HardwareReads:
         return [Script.from_json(s) for s in data or ()]
 
     def testing_run(self: _Sends, system_id: str) -> ScriptRun | None:
-        """The machine's current testing run with each result's output; None if it has none."""
-        data = self._send(
-            "get_testing_results",
-            "GET",
-            f"nodes/{system_id}/results/current-testing/",
-            query=[("include_output", "1")],
-            system_id=system_id,
-        )
+        """The machine's current testing run with each result's output; None if it has none
+        (MAAS answers 400 ``Unknown id "current-testing"`` for a machine never tested)."""
+        try:
+            data = self._send(
+                "get_testing_results",
+                "GET",
+                f"nodes/{system_id}/results/current-testing/",
+                query=[("include_output", "1")],
+                system_id=system_id,
+            )
+        except MaasBadRequest as exc:
+            if "current-testing" in exc.message:
+                return None
+            raise
         return ScriptRun.from_json(data) if data else None
 
     def release_runs(self: _Sends, system_id: str) -> list[ScriptRun]:

@@ -318,12 +318,30 @@ def release(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> N
         sim.schedule_timeout(m, S.RELEASING)
     m.power_state = "on"
     sim.timeline(m, ERASE_STEPS, until=1e9)
-    if m.faults.release_stuck:
-        return  # the ephemeral environment never reports back
     failing = ordinal in m.faults.erase_failure
+    if m.faults.release_stuck:
+        # the ephemeral environment never reports back, until the fault is lifted
+        m.stuck_release = (ss, wipe_only, failing)
+        return
+    _run_release_scripts(sim, m, ss, wipe_only, failing)
+
+
+def _run_release_scripts(
+    sim: Simulator, m: Machine, ss: ScriptSet, wipe_only: bool, failing: bool
+) -> None:
     sim.schedule(m, ERASE_STEPS[-1][0], lambda sim, mm: _wipe_started(sim, mm, ss))
     seconds = max((ERASE_SECONDS[wipe_mode(r)] for r in ss.results), default=0)
     sim.schedule(m, seconds, lambda sim, mm: _released_scripts(sim, mm, ss, wipe_only, failing))
+
+
+def resume_release(sim: Simulator, m: Machine) -> None:
+    """The ``release_stuck`` fault lifted (the control endpoint): a release still erasing goes
+    on from where it hung, its scripts running and reporting as they would have."""
+    stuck, m.stuck_release = m.stuck_release, None
+    if stuck is not None and m.status in (S.DISK_ERASING, S.RELEASING):
+        m.op_id += 1  # as if it had never hung: the hang's pending timeout no longer applies
+        sim.schedule_timeout(m, m.status)
+        _run_release_scripts(sim, m, *stuck)
 
 
 def wipe_mode(r: ScriptResult) -> str:

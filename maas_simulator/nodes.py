@@ -180,6 +180,8 @@ class Machine:
     counts: dict[str, int] = field(default_factory=dict)
     last_event: Event | None = None
     script_sets: list[ScriptSet] = field(default_factory=list)
+    # a release the release_stuck fault holds: (its script set, wipe only, failing)
+    stuck_release: tuple[Any, bool, bool] | None = None
     created: float = 0.0
     updated: float = 0.0
     _json: bytes | None = None
@@ -216,6 +218,8 @@ class Device:
     zone: str = "default"
     description: str = ""
     script_sets: list[ScriptSet] = field(default_factory=list)
+    # a release the release_stuck fault holds: (its script set, wipe only, failing)
+    stuck_release: tuple[Any, bool, bool] | None = None
 
     node_type = 1
     is_controller = False
@@ -234,6 +238,8 @@ class RackController:
     hostname: str = "rack01"
     interfaces: list[Interface] = field(default_factory=list)
     script_sets: list[ScriptSet] = field(default_factory=list)
+    # a release the release_stuck fault holds: (its script set, wipe only, failing)
+    stuck_release: tuple[Any, bool, bool] | None = None
     owner: str | None = None
     tags: set[str] = field(default_factory=set)
     zone: str = "default"

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from maas_client.status import NodeStatus
-from maas_simulator import api, recording, scenario
+from maas_simulator import api, lifecycle, recording, scenario
 from maas_simulator.errors import ApiError
 from maas_simulator.faults import MachineFaults, RequestFault
 from maas_simulator.model import Simulator
@@ -260,6 +260,8 @@ class Handler(BaseHTTPRequestHandler):
                 if len(parts) == 3 and parts[2] == "faults" and method == "POST":
                     merged = {**m.faults.as_dict(), **data}
                     m.faults = MachineFaults.from_dict(merged)
+                    if not m.faults.release_stuck:
+                        lifecycle.resume_release(sim, m)
                     if data.get("gpu_lost_after_deploy") == 0:
                         m.hardware.gpus_lost = 0  # the lost GPUs reseated
                 if len(parts) == 3 and parts[2] == "status" and method == "POST":

@@ -81,10 +81,15 @@ class ErasedDiskSerializer(serializers.Serializer[Any]):
     serial = serializers.CharField()
     model = serializers.CharField()
     size = serializers.IntegerField(help_text="Bytes.")
-    mode = serializers.CharField(help_text="How it was erased (secure, quick, zeroed) or asked.")
-    outcome = serializers.ChoiceField(choices=["erased", "failed", "no_evidence"])
-    line = serializers.CharField(help_text="The wipe's output line that shows it (or empty).")
-    time = serializers.CharField(allow_null=True, help_text="When the wipe ended.")
+    # the four below once the wipe was read (absent while the erase is only requested)
+    mode = serializers.CharField(
+        required=False, help_text="How it was erased (secure, quick, zeroed) or asked."
+    )
+    outcome = serializers.ChoiceField(choices=["erased", "failed", "no_evidence"], required=False)
+    line = serializers.CharField(
+        required=False, help_text="The wipe's output line that shows it (or empty)."
+    )
+    time = serializers.CharField(allow_null=True, required=False, help_text="When the wipe ended.")
 
 
 class EraseEvidenceSerializer(_Report):

@@ -61,6 +61,7 @@ def test_reimage_redeploys_through_the_onboarding_stages(flow: Flow, node_side: 
     assert (child.state, child.parent_kind, child.parent_id) == ("succeeded", "decommission", wf.pk)
     assert child.enrolled_attempt == child.token_attempt == 1
     assert list(child.events.filter(kind="stage.completed").values_list("stage", flat=True)) == [
+        "conformance",  # judged again before it is handed back (docs/hardware.md)
         "payload",
         "deploy",
         "hardware_sync",
@@ -96,7 +97,7 @@ def test_the_reimage_child_starts_like_any_onboarding(flow: Flow, node_side: Nod
     assert (started["parent_kind"], started["parent_id"], started["stage"]) == (
         "decommission",
         wf.pk,
-        "payload",
+        "conformance",
     )
     first = child.events.order_by("at", "id").first()
     assert first is not None and first.kind == "workflow.created"

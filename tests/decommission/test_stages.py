@@ -83,7 +83,14 @@ def test_release_sends_the_policy_erase_once_and_waits(bench: Bench) -> None:
     assert wf.release_requested is True  # stored before the call: a cancel quarantines
     bench.sim.advance(7200)
     result, _ = run(wf, "release")
-    assert (type(result).__name__, result.updates) == ("Done", {"erased": True})
+    assert (type(result).__name__, result.updates["erased"]) == ("Done", True)
+    # each disk MAAS listed before the release has its own line of the wipe's output
+    evidence = result.updates["erase_evidence"]
+    assert evidence["erased"] is True and evidence["mode"] == "secure"
+    assert {d["name"]: d["outcome"] for d in evidence["disks"]} == {
+        "nvme0n1": "erased",
+        "nvme1n1": "erased",
+    }
     assert bench.sim.mutations(wf.maas_system_id) == ["machine.release"]
 
 
@@ -135,3 +142,18 @@ def test_release_sends_the_erase_options_policy_names(
     run(wf, "release")
     [sent] = bench.sim.sent("machine.release", wf.maas_system_id)
     assert (sent["erase"], sent["quick_erase"], sent["secure_erase"]) == (erase, quick, secure)
+
+
+def test_a_disk_the_wipe_could_not_erase_holds_and_is_named(bench: Bench) -> None:
+    """MAAS's trap, through the simulator: a failed quick wipe leaves the result Passed and
+    the machine Ready; the disk's own line says it was not wiped, and that decides."""
+    wf = decommission(bench, "q9", faults={"erase_fails": ["nvme1n1"]})
+    run(wf, "release")
+    bench.sim.advance(7200)
+    result, events = run(wf, "release")
+    assert (type(result).__name__, result.failure_class) == ("Hold", "not_erased")
+    assert "nvme1n1" in result.message and "nvme0n1" not in result.message
+    disks = {d["name"]: d["outcome"] for d in result.updates["erase_evidence"]["disks"]}
+    assert disks == {"nvme0n1": "erased", "nvme1n1": "failed"}
+    assert result.updates["erase_evidence"]["result_status"] == "Passed"
+    assert "erase.unproven" in [e[0] for e in events]
