@@ -29,6 +29,7 @@ from maas_domain.validators import (
     interface_error,
     ipv4_error,
     ipv4_subnet_error,
+    region_error,
 )
 
 
@@ -142,6 +143,15 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
     pxe_subnet = serializers.CharField(
         required=False, allow_blank=True, validators=[_validator(ipv4_subnet_error)]
     )
+    region = serializers.CharField(
+        required=False,
+        max_length=40,
+        trim_whitespace=False,  # "east\n" is refused, not quietly another name for "east"
+        validators=[_validator(region_error)],
+        help_text="The region whose workers run this site's MAAS work (a slug; default: "
+        "'default', served by workers started without -Q). Changing it is refused (409) "
+        "while the site has work running, waiting or cancelling.",
+    )
     policy = PolicyField(required=False)
     guarded = serializers.BooleanField(
         required=False,
@@ -191,6 +201,7 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
             "verify_tls",
             "pxe_subnet",
             "status",
+            "region",
             "policy",
             "effective_policy",
             "policy_sources",

@@ -186,7 +186,8 @@ class RevisionedMixin(mixins.RetrieveModelMixin):
         description=(
             "Change any writable field; `policy` is a JSON merge-patch (`null` removes a key, "
             "which then inherits its default). Send `If-Match` with the revision you read to "
-            "refuse a change made meanwhile (409)."
+            "refuse a change made meanwhile (409). Changing `region` is refused (409, naming "
+            "the work in `open_work`) while the site has work running, waiting or cancelling."
         ),
         tags=["sites"],
         parameters=[IF_MATCH],
