@@ -38,12 +38,21 @@ class Workers:
         }
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, concurrency: int = 2) -> subprocess.Popen[bytes]:
+    def start(
+        self,
+        concurrency: int = 2,
+        *,
+        queues: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """A worker of ``queues`` (``-Q``; none: Celery's default queue, as in production
+        without ``-Q``), with ``env`` over the pool's environment."""
+        serve = ["--queues", ",".join(queues)] if queues else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "prefork",
-             "--concurrency", str(concurrency), "--loglevel", "WARNING",
+             "--concurrency", str(concurrency), "--loglevel", "WARNING", *serve,
              "--hostname", f"w{len(self.procs)}@%h", "--without-mingle", "--without-gossip"],
-            cwd=ROOT, env=self.env, start_new_session=True,
+            cwd=ROOT, env={**self.env, **(env or {})}, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         self.procs.append(proc)
