@@ -141,6 +141,7 @@ CELERY_IMPORTS = (
     "workflows.scheduling",
     "reconciliation.services",
     "maas_domain.retention",
+    "maas_domain.services.probe",
 )
 # Workflow engine (docs/architecture.md, "Workflows"): how long an execution owns a workflow
 # between heartbeats, how long a dispatched-but-unclaimed step may sit before the sweep sends it

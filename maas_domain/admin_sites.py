@@ -42,7 +42,7 @@ from maas_domain.policy import policy_sources, resolve_policy
 from maas_domain.regions import DEFAULT_REGION, region_state
 from maas_domain.services import sites as site_services
 from maas_domain.services.credentials import site_credentials_metadata, site_credentials_write
-from maas_domain.services.probe import site_probe
+from maas_domain.services.probe import site_probe_in_region
 from maas_domain.validators import interface_error, ipv4_subnet_error, region_error
 
 
@@ -214,7 +214,9 @@ class MaasSiteAdmin(ServiceBackedAdmin):
             return HttpResponseRedirect(back)
         try:
             confirm = request.POST.get("confirm_maas_url") or None
-            result = site_probe(actor=request.user, site_id=site.pk, confirm_maas_url=confirm)
+            result = site_probe_in_region(
+                actor=request.user, site_id=site.pk, confirm_maas_url=confirm
+            )
         except DomainError as exc:
             self.message_user(request, f"Probe refused: {exc.message}", messages.ERROR)
             return HttpResponseRedirect(back)

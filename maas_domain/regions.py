@@ -37,7 +37,7 @@ DEFAULT_REGION = "default"
 QUEUE_PREFIX = "region-"
 # Tasks that talk to a site's MAAS or read its secrets: sent to the site's region's queue.
 REGIONAL_TASKS = frozenset(
-    {"workflow.advance", "workflow.poll_site", "reconciliation.reconcile_site"}
+    {"workflow.advance", "workflow.poll_site", "reconciliation.reconcile_site", "sites.probe"}
 )
 # Tasks that need only the database, the broker and the event sink: the central queue.
 CENTRAL_TASKS = frozenset(

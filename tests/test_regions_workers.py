@@ -16,8 +16,9 @@ from django.conf import settings
 from django.test import Client
 from prometheus_client import CollectorRegistry, multiprocess
 
+from maas_client.stats import STATS
 from maas_domain import regions
-from maas_domain.models import MaasSite, SiteProfile
+from maas_domain.models import AuditLog, MaasSite, SiteProfile
 from maas_domain.services.credentials import site_credentials_write
 from maas_domain.services.probe import site_probe
 from maas_simulator.node import NodeSide
@@ -92,7 +93,7 @@ def _counters(flow: Flow) -> list[dict[str, Any]]:
 
 
 def test_each_region_s_worker_makes_its_sites_maas_calls_and_an_unserved_region_waits(
-    flow_site: Flow, west: Flow, workers: Workers, tmp_path: Path
+    flow_site: Flow, west: Flow, workers: Workers, tmp_path: Path, api: Any
 ) -> None:
     east = flow_site
     dirs = {name: tmp_path / f"metrics-{name}" for name in ("central", "east", "west")}
@@ -143,11 +144,24 @@ def test_each_region_s_worker_makes_its_sites_maas_calls_and_an_unserved_region_
         {"region": "west", "queue": "region-west", "waiting": 1}
     ]
     assert not regions.region_state("east").unserved
+    # the site probe runs in the site's region too: refused at once while none serves it
+    probe = api.post(f"/api/v1/admin/maas-sites/{west.site.pk}/probe", {}, format="json")
+    assert probe.status_code == 503, probe.json()
+    assert "celery -A config worker -Q region-west" in probe.json()["detail"]
+    assert requests_to(west) == 0
 
     worker("west", ["region-west"])
     west_wf = settle(west_wf.pk)
     assert west_wf.state == "succeeded", (west_wf.failure_class, west_wf.reason)
     assert not regions.region_state("west").unserved
+    # now the region's worker probes; this process (the API) sends MAAS nothing
+    in_api = STATS.total()
+    probe = api.post(f"/api/v1/admin/maas-sites/{west.site.pk}/probe", {}, format="json")
+    assert probe.status_code == 200, probe.json()
+    assert probe.json()["health"] == "healthy"
+    assert STATS.total() == in_api
+    audited = AuditLog.objects.filter(action="maas_site.probe").latest("id")
+    assert (audited.actor_name, audited.target_id) == ("ops-admin", str(west.site.pk))
 
     # each site's MAAS was called by its region's worker and no other
     assert sites_called(dirs["east"]).keys() == {"flow-site"}

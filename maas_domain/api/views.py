@@ -263,7 +263,7 @@ class SiteViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSe
         body = ProbeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(
-            probe_services.site_probe(
+            probe_services.site_probe_in_region(
                 actor=request.user,
                 site_id=site.pk,
                 dry_run=dryrun.active(),

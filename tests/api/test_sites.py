@@ -382,3 +382,81 @@ def test_moving_a_site_back_to_the_default_region(api: APIClient) -> None:
     assert response.status_code == 200
     site.refresh_from_db()
     assert site.region == "default"
+
+
+# -- the probe of a site in a region (maas_domain/services/probe.py) -------------------------------
+
+
+class ProbeQueue:
+    """Region east has a live worker; what the probe sends is recorded, not sent, and each
+    message is answered by the next of ``answers`` (none left: the worker never answers)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, tuple[Any, ...], Any]] = []
+        self.answers: list[Any] = []
+
+    def send_task(self, name: str, args: Any = (), **options: Any) -> Any:
+        self.sent.append((name, tuple(args), options.get("queue")))
+        return self
+
+    def get(self, timeout: float) -> Any:
+        if not self.answers:
+            from celery.exceptions import TimeoutError
+
+            raise TimeoutError("no answer")
+        return self.answers.pop(0)
+
+    def forget(self) -> None:
+        pass
+
+
+@pytest.fixture
+def east_served(monkeypatch: pytest.MonkeyPatch) -> ProbeQueue:
+    from config import celery_app
+    from maas_domain import heartbeat
+
+    queue = ProbeQueue()
+    monkeypatch.setattr(heartbeat, "live_queues", lambda: {"celery": 1, "region-east": 1})
+    monkeypatch.setattr(celery_app, "send_task", queue.send_task)
+    return queue
+
+
+def test_a_region_s_probe_is_sent_to_its_queue_and_a_refusal_comes_back_as_itself(
+    api: APIClient, admin_user: Any, east_served: ProbeQueue
+) -> None:
+    from maas_domain.services.probe import probe_task
+
+    site = make_site(region="east")
+    # the worker's side, run here: a confirmation naming another URL is refused there...
+    refused = probe_task(admin_user.pk, None, site.pk, "http://elsewhere/MAAS/", False)
+    assert refused["error"] == "InvalidInput"
+    # ...and the API answers with the same 400, field and reason
+    east_served.answers.append(refused)
+    body = {"confirm_maas_url": "http://elsewhere/MAAS/"}
+    response = api.post(f"{URL}/{site.pk}/probe", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert "confirm_maas_url" in response.json()["fields"]
+    (name, args, queue) = east_served.sent[0]
+    assert (name, queue) == ("sites.probe", "region-east")
+    assert args[0] == admin_user.pk and args[2:] == (site.pk, "http://elsewhere/MAAS/", False)
+
+
+def test_a_region_s_probe_that_no_worker_answers_in_time_is_503(
+    api: APIClient, east_served: ProbeQueue
+) -> None:
+    site = make_site(region="east")
+    response = api.post(f"{URL}/{site.pk}/probe", {}, format="json")
+    assert response.status_code == 503
+    assert response.json()["region"] == "east"
+    assert "did not answer the probe" in response.json()["detail"]
+    assert [(n, q) for n, _, q in east_served.sent] == [("sites.probe", "region-east")]
+
+
+def test_a_default_region_probe_runs_in_the_api_as_before(
+    api: APIClient, east_served: ProbeQueue
+) -> None:
+    site = make_site()  # an unreachable MAAS: failed checks, not an error
+    response = api.post(f"{URL}/{site.pk}/probe", {}, format="json")
+    assert response.status_code == 200
+    assert response.json()["health"] == "unhealthy"
+    assert east_served.sent == []
