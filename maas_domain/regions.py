@@ -39,7 +39,8 @@ QUEUE_PREFIX = "region-"
 REGIONAL_TASKS = frozenset(
     {"workflow.advance", "workflow.poll_site", "reconciliation.reconcile_site", "sites.probe"}
 )
-# Tasks that need only the database, the broker and the event sink: the central queue.
+# Tasks that need only the database, the broker and the event sink: the central queue
+# (``maas_domain.ping`` too, unless ``manage.py ping_worker --region`` names another queue).
 CENTRAL_TASKS = frozenset(
     {
         "workflow.admit",

@@ -7,12 +7,14 @@ such, until a worker of its region starts (docs/operations.md, "Regions")."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from django.conf import settings
+from django.core.management import CommandError, call_command
 from django.test import Client
 from prometheus_client import CollectorRegistry, multiprocess
 
@@ -144,6 +146,12 @@ def test_each_region_s_worker_makes_its_sites_maas_calls_and_an_unserved_region_
         {"region": "west", "queue": "region-west", "waiting": 1}
     ]
     assert not regions.region_state("east").unserved
+    # an operator's round trip through a region's queue: east answers, west has nobody
+    out = StringIO()
+    call_command("ping_worker", "--region", "east", "--timeout", "60", stdout=out)
+    assert "pong from" in out.getvalue()
+    with pytest.raises(CommandError, match="no worker of queue region-west answered"):
+        call_command("ping_worker", "--region", "west", "--timeout", "1")
     # the site probe runs in the site's region too: refused at once while none serves it
     probe = api.post(f"/api/v1/admin/maas-sites/{west.site.pk}/probe", {}, format="json")
     assert probe.status_code == 503, probe.json()

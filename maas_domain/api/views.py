@@ -223,7 +223,9 @@ class RevisionedMixin(mixins.RetrieveModelMixin):
             "Check what onboarding needs from this MAAS now: connectivity, authentication, "
             "version, boot resources per profile, PXE subnets, power credentials and node "
             "trust. Each check says ok or what failed; the site's health follows. A pending "
-            "MAAS key is promoted when MAAS accepts it."
+            "MAAS key is promoted when MAAS accepts it. A site outside the default region is "
+            "probed by a worker of its region: 503 when none is live or it does not answer in "
+            "time."
         ),
         tags=["sites"],
         request=ProbeSerializer,
