@@ -4,11 +4,15 @@ import os
 
 from celery import Celery, signals
 
+from maas_domain.heartbeat import Heartbeat
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()  # <app>.tasks modules; CELERY_IMPORTS lists tasks kept beside their bodies
+# Every worker says which queues it serves (maas_domain/heartbeat.py; docs/operations.md, Regions).
+app.steps["consumer"].add(Heartbeat)
 
 
 @signals.worker_init.connect

@@ -126,6 +126,14 @@ CELERY_TASK_ALWAYS_EAGER = False
 # (CONN_MAX_AGE, health checks), so a worker keeps its connection across tasks.
 CELERY_DB_REUSE_MAX = 1_000_000_000
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Regions (docs/operations.md, "Regions"): tasks that talk to a site's MAAS go to its region's
+# queue (maas_domain/regions.py); the default region and every central task use this queue,
+# Celery's default, which a worker started without -Q consumes.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_ROUTES = ("maas_domain.regions.route",)
+# Every worker writes a heartbeat naming its queues this often (it expires after three), which
+# is how /health/ready, the metrics and the site page know a region has no live worker.
+WORKER_HEARTBEAT_SECONDS = env.integer("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
 # Modules whose Celery tasks live beside the code they run (workers import them at start).
 CELERY_IMPORTS = (
     "maas_domain.events",
@@ -133,6 +141,7 @@ CELERY_IMPORTS = (
     "workflows.scheduling",
     "reconciliation.services",
     "maas_domain.retention",
+    "maas_domain.services.probe",
 )
 # Workflow engine (docs/architecture.md, "Workflows"): how long an execution owns a workflow
 # between heartbeats, how long a dispatched-but-unclaimed step may sit before the sweep sends it

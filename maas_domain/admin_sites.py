@@ -39,14 +39,26 @@ from maas_domain.models import (
     SiteProfile,
 )
 from maas_domain.policy import policy_sources, resolve_policy
+from maas_domain.regions import DEFAULT_REGION, region_state
 from maas_domain.services import sites as site_services
 from maas_domain.services.credentials import site_credentials_metadata, site_credentials_write
-from maas_domain.services.probe import site_probe
-from maas_domain.validators import interface_error, ipv4_subnet_error
+from maas_domain.services.probe import site_probe_in_region
+from maas_domain.validators import interface_error, ipv4_subnet_error, region_error
 
 
 class SiteForm(PolicyFormMixin):
     pxe_subnet = forms.CharField(required=False, validators=[_checked(ipv4_subnet_error)])
+    region = forms.CharField(
+        required=False,
+        max_length=40,
+        validators=[_checked(region_error)],
+        help_text="The region whose workers run this site's MAAS work (a slug; empty: keep it, "
+        "'default' for a new site). Refused while the site has work running, waiting or "
+        "cancelling.",
+    )
+
+    def clean_region(self) -> str:
+        return str(self.cleaned_data.get("region") or self.instance.region or DEFAULT_REGION)
 
     class Meta:
         model = MaasSite
@@ -59,6 +71,7 @@ class SiteForm(PolicyFormMixin):
             "verify_tls",
             "pxe_subnet",
             "status",
+            "region",
             "policy",
             "guarded",
             "approved_hosts",
@@ -95,15 +108,17 @@ class MaasSiteAdmin(ServiceBackedAdmin):
         "last_probe",
         "failing_checks",
         "profile_count",
+        "region",
         "maas_url",
     ]
-    list_filter = ["status", "health"]
+    list_filter = ["status", "health", "region"]
     search_fields = ["name", "maas_url"]
     readonly_fields = ["health", "last_probe_at", "revision"]
     change_form_template = "admin/maas_domain/maassite/change_form.html"
     fieldsets = [
         (None, {"fields": ["name", "description", "status", "expected_revision"]}),
         ("MAAS", {"fields": ["maas_url", "maas_user", "verify_tls", "pxe_subnet"]}),
+        ("Region (where this site's MAAS work runs)", {"fields": ["region"]}),
         ("Policy (explicit keys; the rest inherit defaults)", {"fields": ["policy"]}),
         ("First-live-run guard", {"fields": ["guarded", "approved_hosts"]}),
         (
@@ -188,6 +203,7 @@ class MaasSiteAdmin(ServiceBackedAdmin):
                 .exclude(bound_url=site.maas_url, bound_verify_tls=site.verify_tls)
                 .exists(),
                 credentials_url=reverse("admin:maas_domain_maassite_credentials", args=[site.pk]),
+                region=region_state(site.region),
             )
         return super().change_view(request, object_id, form_url, extra)
 
@@ -198,7 +214,9 @@ class MaasSiteAdmin(ServiceBackedAdmin):
             return HttpResponseRedirect(back)
         try:
             confirm = request.POST.get("confirm_maas_url") or None
-            result = site_probe(actor=request.user, site_id=site.pk, confirm_maas_url=confirm)
+            result = site_probe_in_region(
+                actor=request.user, site_id=site.pk, confirm_maas_url=confirm
+            )
         except DomainError as exc:
             self.message_user(request, f"Probe refused: {exc.message}", messages.ERROR)
             return HttpResponseRedirect(back)

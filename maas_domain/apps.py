@@ -11,6 +11,7 @@ class MaasDomainConfig(AppConfig):
         from maas_domain.events import outbox_gauge
         from maas_domain.logging import install_record_factory
         from maas_domain.observability.metrics import register_gauge_source
+        from maas_domain.regions import regions_gauge
         from maas_domain.work import workflows_gauge
 
         install_record_factory()
@@ -18,3 +19,4 @@ class MaasDomainConfig(AppConfig):
         # the core registers its own, so observability never imports the engine.
         register_gauge_source("workflows", workflows_gauge)
         register_gauge_source("outbox", outbox_gauge)
+        register_gauge_source("regions", regions_gauge)

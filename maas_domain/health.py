@@ -1,7 +1,10 @@
 """Liveness and readiness for orchestrators: cheap, unauthenticated, and named on failure.
 
 ``/health/live``: the process answers. ``/health/ready``: the database, the broker and the
-secrets backend each answer within a short timeout; 503 names the ones that did not.
+secrets backend each answer within a short timeout; 503 names the ones that did not. Its
+``regions`` detail names the regions with work waiting and no live worker of their queue
+(``maas_domain/regions.py``): a fact for operators, never a reason to take the API out of
+service (its requests do not need a region's worker).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from celery import current_app
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from maas_domain import regions
 from maas_domain.secrets import get_backend
 
 
@@ -57,6 +61,28 @@ def ready(request: HttpRequest) -> JsonResponse:
         }
     failed = [name for name, r in results.items() if not r["ok"]]
     return JsonResponse(
-        {"status": "ready" if not failed else "not_ready", "failed": failed, "checks": results},
+        {
+            "status": "ready" if not failed else "not_ready",
+            "failed": failed,
+            "checks": results,
+            "regions": _regions() if "database" not in failed else {"detail": "unknown"},
+        },
         status=200 if not failed else 503,
     )
+
+
+def _regions() -> dict[str, object]:
+    """Regions whose work waits with no live worker of their queue; ``heartbeats`` says
+    whether the workers' heartbeats could be read at all (unreadable: none is named)."""
+    try:
+        states = regions.overview()
+    except Exception as exc:
+        return {"detail": type(exc).__name__}
+    return {
+        "heartbeats": "unreadable" if any(s.workers is None for s in states) else "ok",
+        "unserved": [
+            {"region": s.region, "queue": s.queue, "waiting": s.waiting}
+            for s in states
+            if s.unserved
+        ],
+    }

@@ -85,3 +85,19 @@ def ipv4_subnet_error(value: object) -> str | None:
     except ValueError as exc:
         return f"Not a valid IPv4 network: {exc}."
     return None
+
+
+# A region (docs/operations.md, "Regions"): a slug that names a Celery queue. The default region
+# runs on the central queue; every other one on ``region-<name>``.
+REGION = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")
+
+
+def region_error(value: object) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "Must be a non-empty string."
+    if not REGION.fullmatch(value):
+        return (
+            "Not a valid region name: 1-40 lowercase letters, digits or hyphens, "
+            "not starting or ending with a hyphen."
+        )
+    return None

@@ -156,3 +156,26 @@ def node_observation(node: Any) -> dict[str, Any] | None:
         "missing_since": state.missing_since,
         "observed_at": state.updated_at,
     }
+
+
+def runs_waiting_by_region() -> dict[str, int]:
+    """Queued or running reconcile runs per region of their site (one GROUP BY): work that needs
+    a worker of that region (maas_domain/regions.py)."""
+    rows = (
+        ReconcileRun.objects.filter(state__in=ACTIVE_RUN)
+        .order_by()
+        .values_list("site__region")
+        .annotate(n=Count("id"))
+    )
+    return {region: n for region, n in rows}
+
+
+def runs_in_flight_on_site(site_id: int) -> list[dict[str, Any]]:
+    """The site's queued or running reconcile run (at most one), named as a region change's
+    refusal names open work."""
+    return [
+        {"kind": "reconcile_run", "id": pk, "state": state}
+        for pk, state in ReconcileRun.objects.filter(
+            site_id=site_id, state__in=ACTIVE_RUN
+        ).values_list("id", "state")
+    ]

@@ -24,7 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from maas_client.errors import MaasError
-from maas_domain import audit, context
+from maas_domain import audit, context, regions
 from maas_domain.errors import Conflict, InvalidInput, NotFound
 from maas_domain.fsm import sources, target
 from maas_domain.locks import try_lock
@@ -132,6 +132,15 @@ def reconcile_request(
         raise Conflict(f"site {site.name!r} is disabled", site_status=site.status)
     now = timezone.now()
     with transaction.atomic():
+        # the site's region, read under its row lock: a region change (which refuses while a
+        # run is queued or running) and this request are serialised, so the run goes to the
+        # queue of the region the site is in when it commits
+        region = (
+            MaasSite.objects.select_for_update()
+            .filter(pk=site.pk)
+            .values_list("region", flat=True)
+            .first()
+        ) or regions.DEFAULT_REGION
         _expire_stale_runs(site.pk, now)
         existing = ReconcileRun.objects.filter(site=site, state__in=ACTIVE_RUN).first()
         if existing is not None:
@@ -155,7 +164,9 @@ def reconcile_request(
             )
         run_id = run.pk
 
-        transaction.on_commit(lambda: reconcile_site.delay(run_id), robust=True)
+        transaction.on_commit(
+            lambda: regions.send(RECONCILE_SITE, (run_id,), region=region), robust=True
+        )
     return run, True
 
 
@@ -163,10 +174,13 @@ def reconcile_dispatch() -> dict[str, int]:
     """The beat entry: queue a run per active site. Under a database lock, and a site whose run
     was queued less than RECONCILE_MIN_GAP_SECONDS ago is skipped, so two beats firing the same
     tick queue each site once."""
-    counts = {"queued": 0, "skipped": 0}
+    counts = {"queued": 0, "skipped": 0, "unserved": 0}
     with try_lock("reconcile-dispatch") as got:
         if not got:
             return counts
+        # a region no live worker serves gets no scheduled runs: they would only wait there and
+        # expire as stale (an operator may still ask for one; it waits for the region's worker)
+        live = regions.live_queues() if regions.routed() else None
         gap = timezone.now() - timedelta(seconds=settings.RECONCILE_MIN_GAP_SECONDS)
         recent = set(
             ReconcileRun.objects.filter(queued_at__gte=gap).values_list("site_id", flat=True)
@@ -174,6 +188,9 @@ def reconcile_dispatch() -> dict[str, int]:
         for site in MaasSite.objects.filter(status=SiteStatus.ACTIVE).order_by("id"):
             if site.pk in recent:
                 counts["skipped"] += 1
+                continue
+            if regions.hold_back(site.region, live):
+                counts["unserved"] += 1
                 continue
             _, created = reconcile_request(site=site, trigger="schedule")
             counts["queued" if created else "skipped"] += 1
@@ -640,7 +657,10 @@ def dispatch() -> dict[str, int]:
     return reconcile_dispatch()
 
 
-@shared_task(name="reconciliation.reconcile_site")
+RECONCILE_SITE = "reconciliation.reconcile_site"
+
+
+@shared_task(name=RECONCILE_SITE)
 def reconcile_site(run_id: int) -> str:
     run = reconcile_execute(run_id)
     return run.state if run is not None else "not claimed"

@@ -90,7 +90,9 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
 
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/api/v1/admin/maas-sites",
-            data=json.dumps({"name": "smoke", "maas_url": "http://127.0.0.1:5240/MAAS/"}).encode(),
+            data=json.dumps(
+                {"name": "smoke", "maas_url": "http://127.0.0.1:5240/MAAS/", "region": "east"}
+            ).encode(),
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             method="POST",
         )
@@ -116,6 +118,11 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
         )
         assert ping.returncode == 0, ping.stderr
         assert "pong from" in ping.stdout
+        # the embedded stack's one worker serves every region (the filesystem broker is a folder
+        # on this machine): its heartbeat is a file in the data folder, and no region is unserved
+        assert list((tmp_path / "workers").glob("*.json")), "no worker heartbeat file"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/ready", timeout=10) as ready:
+            assert json.load(ready)["regions"] == {"heartbeats": "ok", "unserved": []}
 
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=10) as page:
             assert b"Django" in page.read() or page.status == 200

@@ -4,7 +4,9 @@ Messages carry ids only. They name their task (``workflow.advance``, ``workflow.
 than import it, so the modules that run a step (``step``) and those that schedule steps
 (``scheduling``) each keep their task beside its body without importing each other. If the
 broker is down the error is logged and the periodic sweep re-dispatches later: nothing is lost.
-docs/architecture.md ("At-least-once work").
+A step goes to its site's region's queue (``maas_domain/regions.py``): the caller names the
+region it read with the workflow. Admission stays on the central queue.
+docs/architecture.md ("At-least-once work", "Regions").
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from celery import current_app
 from django.db import transaction
 
+from maas_domain import regions
 from maas_domain.coalesce import Coalescer
 
 ADVANCE = "workflow.advance"
@@ -21,11 +24,13 @@ ADMIT = "workflow.admit"
 ADMIT_WINDOW_SECONDS = 0.5
 
 
-def enqueue(kind: str, pk: int, dispatch: int, countdown: float = 0) -> None:
-    """Run the current stage of workflow ``pk`` (for ``dispatch``) after commit."""
+def enqueue(kind: str, pk: int, dispatch: int, *, region: str, countdown: float = 0) -> None:
+    """Run the current stage of workflow ``pk`` (for ``dispatch``) after commit, on the queue
+    of ``region`` (its site's: a site's region cannot change while it has a workflow running,
+    waiting or cancelling, so the region read with the row is the one to send to)."""
 
     def send() -> None:
-        current_app.send_task(ADVANCE, (kind, pk, dispatch), countdown=max(countdown, 0))
+        regions.send(ADVANCE, (kind, pk, dispatch), region=region, countdown=countdown)
 
     transaction.on_commit(send, robust=True)
 

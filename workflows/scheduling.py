@@ -22,7 +22,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from maas_client.errors import MaasError
-from maas_domain import audit, context, dryrun, events
+from maas_domain import audit, context, dryrun, events, regions
 from maas_domain.fsm import sources, target
 from maas_domain.locks import try_lock
 from maas_domain.models import MaasSite
@@ -108,7 +108,7 @@ def start_workflows(kind: WorkflowKind[M], rows: list[M], how: Start) -> list[M]
         )
     if how.run_now:
         for wf in created:
-            enqueue(kind.name, wf.pk, wf.dispatch)
+            enqueue(kind.name, wf.pk, wf.dispatch, region=wf.site.region)
     else:
         for site_id in sorted({wf.site_id for wf in created}):
             admit_after_commit(site_id)
@@ -164,7 +164,7 @@ def admit(site_id: int) -> int:
                 stage=Case(When(stage="", then=Value(kind.stages[0].name)), default=F("stage")),
             )
             for pk, dispatch in chosen:
-                enqueue(kind.name, pk, dispatch + 1)
+                enqueue(kind.name, pk, dispatch + 1, region=site.region)
     return len(queue)
 
 
@@ -194,13 +194,13 @@ def wake_many(kind: WorkflowKind[Any], pks: list[int], why: str) -> int:
     with transaction.atomic():
         manager = kind.model._default_manager
         rows = list(
-            manager.select_for_update(skip_locked=True)
+            manager.select_for_update(skip_locked=True, of=("self",))
             .filter(pk__in=pks, state__in=sources(Workflow.wake))
-            .values_list("id", "dispatch")
+            .values_list("id", "dispatch", "site__region")
         )
         if not rows:
             return 0
-        manager.filter(pk__in=[pk for pk, _ in rows]).update(
+        manager.filter(pk__in=[pk for pk, _, _ in rows]).update(
             updated_at=timezone.now(),
             state=target(Workflow.wake),
             dispatch=F("dispatch") + 1,
@@ -208,8 +208,8 @@ def wake_many(kind: WorkflowKind[Any], pks: list[int], why: str) -> int:
             wait_status=None,
             next_check_at=None,
         )
-        for pk, dispatch in rows:
-            enqueue(kind.name, pk, dispatch + 1)
+        for pk, dispatch, region in rows:
+            enqueue(kind.name, pk, dispatch + 1, region=region)
     log.debug("woke %d %s workflow(s): %s", len(rows), kind.name, why)
     return len(rows)
 
@@ -217,44 +217,70 @@ def wake_many(kind: WorkflowKind[Any], pks: list[int], why: str) -> int:
 # -- the sweep (run by beat) -----------------------------------------------------------------------
 
 
+class _Unserved:
+    """The sweep's view of which regions no live worker serves, read once per sweep and only
+    when needed. A region queue without a consumer gets no re-sends and no polls: its first
+    message still waits there, and a backlog of re-sends and polls would only hit its MAAS as
+    a burst when its workers come back. The central queue is always sent to (nothing runs
+    without it); heartbeats that cannot be read count as served."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, int] | None = None
+        self.read = False
+
+    def __call__(self, region: str) -> bool:
+        if regions.queue_for(region) == regions.central_queue():
+            return False
+        if not self.read:
+            self.live, self.read = regions.live_queues(), True
+        return regions.hold_back(region, self.live)
+
+
 @shared_task(name="workflow.sweep")
 def sweep() -> dict[str, int]:
     """Periodic recovery; a database lock makes concurrent sweeps (two beats) do nothing twice."""
-    counts = {"redispatched": 0, "woken": 0, "sites_polled": 0, "admitted": 0}
+    counts = {"redispatched": 0, "woken": 0, "sites_polled": 0, "admitted": 0, "unserved": 0}
+    unserved = _Unserved()
     with try_lock("workflow-sweep") as got:
         if not got:
             return counts
         now = timezone.now()
         grace = now - timedelta(seconds=settings.WORKFLOW_DISPATCH_GRACE_SECONDS)
-        sites: set[int] = set()
+        sites: set[tuple[int, str]] = set()
         for kind in KINDS.values():
             manager = kind.model._default_manager
             stuck = manager.filter(state__in=RUNNABLE_STATES).filter(
                 Q(lease_expires_at__lte=now)
                 | Q(lease_expires_at__isnull=True, updated_at__lte=grace)
             )
-            for pk, dispatch in stuck.values_list("id", "dispatch")[:500]:
+            for pk, dispatch, region in stuck.values_list("id", "dispatch", "site__region")[:500]:
+                if unserved(region):
+                    counts["unserved"] += 1
+                    continue
                 if manager.filter(pk=pk, dispatch=dispatch, state__in=RUNNABLE_STATES).update(
                     dispatch=F("dispatch") + 1, updated_at=now
                 ):
-                    enqueue(kind.name, pk, dispatch + 1)
+                    enqueue(kind.name, pk, dispatch + 1, region=region)
                     counts["redispatched"] += 1
             due = manager.filter(state=W.WAITING, next_check_at__lte=now)
             counts["woken"] += wake_many(
                 kind, list(due.values_list("id", flat=True)[:500]), "check-in time"
             )
+            # each site with its region (a join, not a query more per sweep)
             sites.update(
                 manager.filter(state=W.WAITING)
                 .exclude(wait_system_id="")
-                .values_list("site_id", flat=True)
+                .values_list("site_id", "site__region")
                 .distinct()
             )
             sites.update(
-                manager.filter(state=W.PENDING).values_list("site_id", flat=True).distinct()
+                manager.filter(state=W.PENDING).values_list("site_id", "site__region").distinct()
             )
-    for site_id in sites:
+    for site_id, region in sorted(sites):
         counts["admitted"] += admit(site_id)
-        poll_site.delay(site_id)
+        if unserved(region):
+            continue
+        regions.send(POLL_SITE, (site_id,), region=region)
         counts["sites_polled"] += 1
     return counts
 
@@ -262,7 +288,10 @@ def sweep() -> dict[str, int]:
 # -- the site poller -------------------------------------------------------------------------------
 
 
-@shared_task(name="workflow.poll_site")
+POLL_SITE = "workflow.poll_site"
+
+
+@shared_task(name=POLL_SITE)
 def poll_site(site_id: int) -> int:
     """One MAAS listing for every waiting workflow of a site; wake those whose machine moved."""
     waiting: list[tuple[WorkflowKind[Any], int, str, int | None]] = []

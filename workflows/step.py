@@ -159,7 +159,7 @@ def _hand_off(ctx: StageContext[Any]) -> str:
         if kind.model._default_manager.filter(pk=wf.pk, lease_owner=ctx.owner).update(
             lease_owner="", lease_expires_at=None, dispatch=F("dispatch") + 1
         ):
-            enqueue(kind.name, wf.pk, ctx.dispatch + 1)
+            enqueue(kind.name, wf.pk, ctx.dispatch + 1, region=wf.site.region)
     return "handed-off"
 
 
@@ -350,7 +350,7 @@ def _done(ctx: StageContext[M], result: Done, now: datetime, *, chain: bool) -> 
         wf.stage_started_at = now
         return [*timeline, kind.event(wf, "stage.started", f"{nxt} started", stage=nxt)]
     wf.dispatch += 1
-    enqueue(kind.name, wf.pk, wf.dispatch)
+    enqueue(kind.name, wf.pk, wf.dispatch, region=wf.site.region)
     return timeline
 
 
@@ -358,7 +358,7 @@ def _retry(kind: WorkflowKind[M], wf: M, ctx: StageContext[M], result: Retry) ->
     wf.stage_tries += 1
     wf.stage_data = ctx.data
     wf.dispatch += 1
-    enqueue(kind.name, wf.pk, wf.dispatch, countdown=result.after)
+    enqueue(kind.name, wf.pk, wf.dispatch, region=wf.site.region, countdown=result.after)
     return [
         kind.event(
             wf,
@@ -379,7 +379,13 @@ def _cancel_finished(kind: WorkflowKind[M], wf: M, result: Result, now: datetime
         return [kind.event(wf, "workflow.cancelled", result.message or "cancelled")]
     if isinstance(result, Retry | Wait):
         wf.dispatch += 1
-        enqueue(kind.name, wf.pk, wf.dispatch, countdown=getattr(result, "after", 5.0))
+        enqueue(
+            kind.name,
+            wf.pk,
+            wf.dispatch,
+            region=wf.site.region,
+            countdown=getattr(result, "after", 5.0),
+        )
         return []
     return freeze(kind, wf, f"cancel could not compensate: {result.message}")
 

@@ -368,7 +368,7 @@ def apply(
             reason=reason,
         )
         if wf.state == W.CANCELLING:
-            enqueue(kind.name, wf.pk, wf.dispatch)
+            enqueue(kind.name, wf.pk, wf.dispatch, region=wf.site.region)
         elif wf.state == W.PENDING:
             admit_after_commit(wf.site_id)
     return {"dry_run": False, "verb": verb, "workflow": wf}

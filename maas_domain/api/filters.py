@@ -61,7 +61,7 @@ class SiteFilter(django_filters.FilterSet):
 
     class Meta:
         model = MaasSite
-        fields = ["name", "status", "health"]
+        fields = ["name", "status", "health", "region"]
 
 
 class ProfileFilter(django_filters.FilterSet):

@@ -26,10 +26,12 @@ from maas_domain.pki import MAX_BUNDLE_BYTES, describe_ca_bundle
 from maas_domain.policy import policy_sources, resolve_policy
 from maas_domain.validators import (
     HOSTNAME,
+    REGION,
     hostname_error,
     interface_error,
     ipv4_error,
     ipv4_subnet_error,
+    region_error,
 )
 
 
@@ -88,6 +90,23 @@ def hostname_field(**kwargs: Any) -> HostnameField:
     return HostnameField(**kwargs)
 
 
+@extend_schema_field({"type": "string", "maxLength": 40, "pattern": f"^{REGION.pattern}$"})
+class RegionField(serializers.CharField):
+    """A region name (maas_domain/validators.py): a string whose whole value is a slug; never
+    trimmed and never a number turned into one, so ``"east\n"`` and ``12`` are refused."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=40, trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        value = str(super().to_internal_value(data))
+        if reason := region_error(value):
+            raise serializers.ValidationError(reason)
+        return value
+
+
 @extend_schema_field({"type": "string", "format": "ipv4"})
 class IPv4Field(serializers.CharField):
     """An IPv4 address, with the project's one wording of the error (validators.ipv4_error)."""
@@ -143,6 +162,12 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
     pxe_subnet = serializers.CharField(
         required=False, allow_blank=True, validators=[_validator(ipv4_subnet_error)]
     )
+    region = RegionField(
+        required=False,
+        help_text="The region whose workers run this site's MAAS work (a slug; default: "
+        "'default', served by workers started without -Q). Changing it is refused (409) "
+        "while the site has work running, waiting or cancelling.",
+    )
     policy = PolicyField(required=False)
     guarded = serializers.BooleanField(
         required=False,
@@ -192,6 +217,7 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
             "verify_tls",
             "pxe_subnet",
             "status",
+            "region",
             "policy",
             "effective_policy",
             "policy_sources",

@@ -166,7 +166,8 @@ class RevisionedMixin(mixins.RetrieveModelMixin):
         description=(
             "Change any writable field; `policy` is a JSON merge-patch (`null` removes a key, "
             "which then inherits its default). Send `If-Match` with the revision you read to "
-            "refuse a change made meanwhile (409)."
+            "refuse a change made meanwhile (409). Changing `region` is refused (409, naming "
+            "the work in `open_work`) while the site has work running, waiting or cancelling."
         ),
         tags=["sites"],
         parameters=[IF_MATCH],
@@ -202,7 +203,9 @@ class RevisionedMixin(mixins.RetrieveModelMixin):
             "Check what onboarding needs from this MAAS now: connectivity, authentication, "
             "version, boot resources per profile, PXE subnets, power credentials and node "
             "trust. Each check says ok or what failed; the site's health follows. A pending "
-            "MAAS key is promoted when MAAS accepts it."
+            "MAAS key is promoted when MAAS accepts it. A site outside the default region is "
+            "probed by a worker of its region: 503 when none is live or it does not answer in "
+            "time."
         ),
         tags=["sites"],
         request=ProbeSerializer,
@@ -242,7 +245,7 @@ class SiteViewSet(RevisionedMixin, mixins.ListModelMixin, viewsets.GenericViewSe
         body = ProbeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(
-            probe_services.site_probe(
+            probe_services.site_probe_in_region(
                 actor=request.user,
                 site_id=site.pk,
                 dry_run=dryrun.active(),

@@ -48,6 +48,13 @@ class MaasSite(Revisioned):
     verify_tls = models.BooleanField(default=True)
     pxe_subnet = models.CharField(max_length=43, blank=True, default="")
     status = models.CharField(max_length=16, choices=SiteStatus.choices, default=SiteStatus.ACTIVE)
+    region = models.CharField(
+        max_length=40,
+        default="default",
+        db_index=True,
+        help_text="Where this site's MAAS work runs: the workers serving this region's queue "
+        "(docs/operations.md, Regions).",
+    )
     policy = models.JSONField(default=dict, blank=True)
     guarded = models.BooleanField(
         default=False,

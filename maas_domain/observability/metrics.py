@@ -112,6 +112,8 @@ WORKFLOWS = "maascp_workflows"
 OUTBOX_UNPUBLISHED = "maascp_outbox_unpublished_events"
 OUTBOX_OLDEST_AGE = "maascp_outbox_oldest_unpublished_age_seconds"
 OPEN_DRIFT = "maascp_reconcile_open_drift"
+REGION_WORK_WAITING = "maascp_region_work_waiting"
+REGION_WORKERS = "maascp_region_workers"
 SOURCE_UP = "maascp_metrics_source_up"
 
 #: Every family name this module defines (the dashboard test checks the dashboard against it).
@@ -129,6 +131,8 @@ FAMILIES: dict[str, str] = {
     OUTBOX_UNPUBLISHED: "gauge",
     OUTBOX_OLDEST_AGE: "gauge",
     OPEN_DRIFT: "gauge",
+    REGION_WORK_WAITING: "gauge",
+    REGION_WORKERS: "gauge",
     SOURCE_UP: "gauge",
 }
 

@@ -16,16 +16,19 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from celery import current_app, shared_task
+from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
 from maas_client.client import MaasClient
 from maas_client.errors import MaasAuthError, MaasError, excerpt
 from maas_client.types import BootResource, Subnet
-from maas_domain import access, audit
+from maas_domain import access, audit, context, errors, regions
 from maas_domain.access import Action
-from maas_domain.errors import Forbidden, NotFound
+from maas_domain.errors import DomainError, Forbidden, NotFound, ServiceUnavailable
 from maas_domain.models import CredentialKind, MaasSite, SiteCredential, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteHealth
 from maas_domain.nodetrust import trust_problems, trust_summary
@@ -334,3 +337,95 @@ def _record(
             actor=actor, action="maas_site.probe", target=locked, before=before, after=after
         )
     return {"site_id": site.pk, **result}
+
+
+# -- the probe of a site in a region --------------------------------------------------------------
+
+PROBE_TASK = "sites.probe"
+
+
+def probe_wait_seconds() -> float:
+    """How long the API waits for a region's worker to probe: every check's own deadline, and
+    room for the message to reach an idle worker."""
+    return 6 * (settings.MAAS_PROBE_TIMEOUT + 5) + 10
+
+
+def site_probe_in_region(
+    *,
+    actor: audit.Actor,
+    site_id: int,
+    confirm_maas_url: str | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """The probe, run where the site's MAAS is reachable: in this process for a site of the
+    default region (and everywhere in the embedded stack), by a worker of the site's region
+    otherwise (``sites.probe`` on its queue; this request waits for the answer). A region no
+    live worker serves is a 503 at once, naming the queue to start a worker for
+    (docs/operations.md, "Regions")."""
+    site = MaasSite.objects.filter(pk=site_id).first()
+    if site is None:
+        raise NotFound(f"Site {site_id} not found.")
+    queue = regions.queue_for(site.region)
+    if queue == regions.central_queue():
+        return site_probe(
+            actor=actor, site_id=site_id, confirm_maas_url=confirm_maas_url, dry_run=dry_run
+        )
+    if confirm_maas_url is not None and not access.allowed(actor, Action.ADMIN):
+        # decided here, with the caller's token scope, which the worker does not see
+        raise Forbidden(
+            "Confirming a new MAAS address sends the site's API key there: an admin action."
+        )
+    if not regions.served(site.region, regions.live_queues()):
+        raise ServiceUnavailable(
+            f"No live worker serves region {site.region!r} (queue {queue}), where the probe of "
+            f"site {site.name!r} runs: start one beside its MAAS "
+            f"(celery -A config worker -Q {queue}).",
+            dependency="region",
+            region=site.region,
+        )
+    actor_id = actor.pk if actor is not None and getattr(actor, "is_authenticated", False) else None
+    sent = current_app.send_task(
+        PROBE_TASK,
+        (actor_id, context.api_token_id.get(), site_id, confirm_maas_url, dry_run),
+        queue=queue,
+    )
+    wait = probe_wait_seconds()
+    try:
+        answer: dict[str, Any] = sent.get(timeout=wait)
+    except CeleryTimeout:
+        raise ServiceUnavailable(
+            f"The worker of region {site.region!r} did not answer the probe within {wait:.0f} s "
+            "(all its processes busy, or it stopped); the site's health shows the result when "
+            "the probe runs.",
+            dependency="region",
+            region=site.region,
+        ) from None
+    finally:
+        sent.forget()
+    if "error" in answer:
+        error = getattr(errors, answer["error"], DomainError)
+        raise error(answer["message"], **answer.get("extra", {}))
+    return dict(answer["result"])
+
+
+@shared_task(name=PROBE_TASK, ignore_result=False)
+def probe_task(
+    actor_id: int | None,
+    token_id: int | None,
+    site_id: int,
+    confirm_maas_url: str | None,
+    dry_run: bool,
+) -> dict[str, Any]:
+    """A region worker's side of ``site_probe_in_region``: the caller's identity (for the audit
+    row), then the probe; a refusal travels back as data and is raised again in the API."""
+    actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
+    bound = context.api_token_id.set(token_id)
+    try:
+        result = site_probe(
+            actor=actor, site_id=site_id, confirm_maas_url=confirm_maas_url, dry_run=dry_run
+        )
+    except DomainError as exc:
+        return {"error": type(exc).__name__, "message": exc.message, "extra": exc.extra}
+    finally:
+        context.api_token_id.reset(bound)
+    return {"result": result}

@@ -14,9 +14,10 @@ from maas_domain.models.sites import ProfileStatus, SiteStatus
 from maas_domain.nodetrust import trust_problems
 from maas_domain.pki import ca_bundle_error
 from maas_domain.policy import merge_policy, validate_policy
+from maas_domain.regions import in_flight_on_site
 from maas_domain.services.common import audited_update
 from maas_domain.services.credentials import credentials_unbind_on_change
-from maas_domain.validators import hostname_error
+from maas_domain.validators import hostname_error, region_error
 from maas_domain.work import open_workflows
 
 MAX_APPROVED_HOSTS = 1000
@@ -36,9 +37,12 @@ def _refuse_if_open(label: str, **filters: Any) -> None:
 
 
 def _check_site_fields(data: dict[str, Any]) -> dict[str, Any]:
-    """The CA bundle parses (certificates only, none expired); the first-live-run guard's
-    approved hosts are valid hostnames (duplicates dropped, order kept)."""
+    """The region is a region name; the CA bundle parses (certificates only, none expired);
+    the first-live-run guard's approved hosts are valid hostnames (duplicates dropped, order
+    kept)."""
     errors: dict[str, list[str]] = {}
+    if "region" in data and (reason := region_error(data["region"])):
+        errors["region"] = [reason]
     if "ca_bundle_pem" in data and (reason := ca_bundle_error(data["ca_bundle_pem"])):
         errors["ca_bundle_pem"] = [reason]
     if "approved_hosts" in data:
@@ -94,6 +98,28 @@ def _site_url_errors(site: MaasSite) -> dict[str, list[str]]:
     return errors
 
 
+def _refuse_region_change(site: MaasSite, region: str) -> None:
+    """A site changes region only while none of its work may sit in the old region's queue or
+    run in its worker (docs/operations.md, "Moving a site to another region"): otherwise a step
+    sent to the old queue would run there, or wait for a worker that no longer serves the site.
+    Pending and manual-intervention workflows move with the site: they are sent to a queue only
+    when admitted (admission reads the region under the same row lock as this change)."""
+    in_flight = in_flight_on_site(site.pk)
+    if in_flight:
+        raise Conflict(
+            f"Site {site.name!r} has work in region {site.region!r} "
+            f"({_describe(in_flight)}); let it finish or cancel it before moving the site to "
+            f"region {region!r}.",
+            open_work=in_flight,
+        )
+
+
+def _describe(work: list[dict[str, Any]]) -> str:
+    named = [f"{w['kind']} {w['id']} ({w['state']})" for w in work[:5]]
+    more = f" and {len(work) - 5} more" if len(work) > 5 else ""
+    return ", ".join(named) + more
+
+
 def _refuse(errors: dict[str, list[str]]) -> None:
     if errors:
         raise InvalidInput("Invalid input.", fields=errors)
@@ -145,6 +171,8 @@ def _update_policy_holder(
     def apply(row: Any) -> None:
         if disabling and row.status != "disabled":
             _refuse_if_open(f"{kind.capitalize()} {row.name!r}", **{kind: row})
+        if kind == "site" and "region" in changes and changes["region"] != row.region:
+            _refuse_region_change(row, changes["region"])
         before = {key: getattr(row, key) for key in changes}
         for key, value in changes.items():
             setattr(row, key, value)

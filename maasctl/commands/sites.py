@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from maas_domain.validators import region_error
 from maasctl.cli import (
     FAILED,
     STATE,
@@ -26,9 +27,9 @@ from maasctl.cli import (
 from maasctl.options import All, DryRun, Limit, Policy, Revision, SiteRef, Yes, options_from
 
 app = typer.Typer(help="MAAS sites: connectivity, node trust, guard, policy, credentials.")
-COLUMNS = ("id", "name", "status", "health", "last_probe_at", "maas_url")
+COLUMNS = ("id", "name", "status", "region", "health", "last_probe_at", "maas_url")
 DETAIL = (
-    *("id", "name", "description", "status", "health", "last_probe_at", "maas_url"),
+    *("id", "name", "description", "status", "region", "health", "last_probe_at", "maas_url"),
     *("maas_user", "verify_tls", "pxe_subnet", "node_api_url", "payload_allowed_hosts"),
     *("allow_http", "guarded", "approved_hosts"),
     *("ca_certificates", "node_trust", "policy", "credentials", "revision"),
@@ -40,6 +41,13 @@ class SiteFields:
     """The site fields ``create`` and ``update`` both take (docs/api.md, "Sites"), declared once."""
 
     description: Annotated[str | None, typer.Option(help="Free text.")] = None
+    region: Annotated[
+        str | None,
+        typer.Option(
+            help="The region whose workers run the site's MAAS work (a slug; default: "
+            "default). A move is refused while the site has work running (docs/cli.md)."
+        ),
+    ] = None
     maas_user: Annotated[str | None, typer.Option(help="The MAAS user the API key belongs to.")] = (
         None
     )
@@ -74,8 +82,11 @@ class SiteFields:
 
     def body(self) -> dict[str, Any]:
         """The API body of the fields given (a field left out is not sent)."""
+        if self.region is not None and (reason := region_error(self.region)):
+            raise fail(f"--region {self.region!r}: {reason}")
         fields = body_of(
             description=self.description,
+            region=self.region,
             maas_user=self.maas_user,
             pxe_subnet=self.pxe_subnet,
             verify_tls=self.verify_tls,
@@ -98,10 +109,13 @@ class SiteFields:
 def sites_list(
     name: Annotated[str | None, typer.Option(help="Name contains.")] = None,
     status: Annotated[str | None, typer.Option(help="active or disabled.")] = None,
+    region: Annotated[str | None, typer.Option(help="Only this region's sites.")] = None,
     limit: Limit = 100,
     every: All = False,
 ) -> None:
-    page = STATE.api.pages("/maas-sites", limit=None if every else limit, name=name, status=status)
+    page = STATE.api.pages(
+        "/maas-sites", limit=None if every else limit, name=name, status=status, region=region
+    )
     listing(page, COLUMNS, noun="sites")
 
 

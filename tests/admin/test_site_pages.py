@@ -214,3 +214,51 @@ def test_domain_lists_use_constant_queries(
         finally:
             admin_cls.list_per_page = old
     assert counts[0] == counts[1], counts
+
+
+def test_the_site_page_says_when_no_live_worker_serves_its_region(
+    ops: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from maas_domain import heartbeat
+
+    site = make_site(region="east")
+    make_onboarding(site, state="running")
+    monkeypatch.setattr(heartbeat, "live_queues", lambda: {"celery": 1})
+    page = ops.get(f"{SITES}{site.pk}/change/").content.decode()
+    assert 'data-unserved="yes"' in page
+    assert "No live worker serves this region: its 1 piece(s) of work wait" in page
+    assert "celery -A config worker -Q region-east" in page
+    monkeypatch.setattr(heartbeat, "live_queues", lambda: {"celery": 1, "region-east": 2})
+    page = ops.get(f"{SITES}{site.pk}/change/").content.decode()
+    assert 'data-unserved="no"' in page and "live workers: 2" in page
+    assert "No live worker serves" not in page
+
+
+def test_moving_a_site_in_the_admin_goes_through_the_service(ops: Any) -> None:
+    ops.post(f"{SITES}add/", {**SITE_FORM, "region": "east"})
+    site = MaasSite.objects.get(name="dc1")
+    assert site.region == "east"
+    busy = make_onboarding(site, state="waiting")
+    form = {**SITE_FORM, "region": "west", "expected_revision": site.revision}
+    response = ops.post(f"{SITES}{site.pk}/change/", form, follow=True)
+    assert f"onboarding {busy.pk} (waiting)" in response.content.decode()
+    site.refresh_from_db()
+    assert site.region == "east"
+    type(busy).objects.filter(pk=busy.pk).update(state="succeeded")
+    assert ops.post(f"{SITES}{site.pk}/change/", form).status_code == 302
+    site.refresh_from_db()
+    assert site.region == "west"
+    row = AuditLog.objects.filter(action="maas_site.update").get()
+    assert (row.before["region"], row.after["region"]) == ("east", "west")
+    # a form without the field keeps the region
+    form = {**SITE_FORM, "description": "rack 7", "expected_revision": site.revision}
+    assert ops.post(f"{SITES}{site.pk}/change/", form).status_code == 302
+    site.refresh_from_db()
+    assert (site.region, site.description) == ("west", "rack 7")
+
+
+def test_a_region_that_is_not_a_slug_is_a_form_error(ops: Any) -> None:
+    response = ops.post(f"{SITES}add/", {**SITE_FORM, "region": "East Coast"})
+    assert response.status_code == 200
+    assert "Not a valid region name" in response.content.decode()
+    assert not MaasSite.objects.exists()

@@ -273,3 +273,190 @@ def test_the_published_hostname_pattern_is_anchored() -> None:
 
     walk(doc)
     assert found and all(p.startswith("^") and p.endswith("$") for p in found), found
+
+
+# -- regions (docs/operations.md, "Regions") -------------------------------------------------------
+
+
+def test_a_site_is_created_in_a_region_and_lists_by_it(api: APIClient) -> None:
+    response = api.post(URL, site_body(region="east"), format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["region"] == "east"
+    assert AuditLog.objects.get().after["region"] == "east"
+    plain = api.post(URL, site_body(name="lab-plain"), format="json").json()
+    assert plain["region"] == "default"  # today's sites: the default region
+    names = [s["name"] for s in api.get(URL, {"region": "east"}).json()["results"]]
+    assert names == ["lab-east"]
+
+
+@pytest.mark.parametrize(
+    "bad", ["east\n", "East", " east", "-east", "east-", "ea_st", "", "x" * 41, 12, None]
+)
+def test_a_region_that_is_not_a_slug_is_400_on_create_and_update(api: APIClient, bad: Any) -> None:
+    response = api.post(URL, site_body(region=bad), format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["error"] == "validation_error"
+    assert "region" in response.json()["fields"]
+    assert not MaasSite.objects.exists()
+    site = make_site(region="east")
+    response = api.patch(f"{URL}/{site.pk}", {"region": bad}, format="json")
+    assert response.status_code == 400, response.json()
+    assert "region" in response.json()["fields"]
+    site.refresh_from_db()
+    assert (site.region, site.revision) == ("east", 1)
+    assert not AuditLog.objects.exists()
+
+
+@pytest.mark.parametrize("state", ["running", "waiting", "cancelling"])
+def test_moving_a_site_with_work_in_its_region_is_409_naming_the_work(
+    api: APIClient, state: str
+) -> None:
+    from tests.factories import make_onboarding
+
+    site = make_site(region="east")
+    busy = make_onboarding(site, hostname="c07u31", state=state)
+    make_onboarding(site, hostname="c07u32", state="succeeded")
+    response = api.patch(f"{URL}/{site.pk}", {"region": "west"}, format="json")
+    assert response.status_code == 409, response.json()
+    body = response.json()
+    assert body["open_work"] == [
+        {"kind": "onboarding", "id": busy.pk, "hostname": "c07u31", "state": state}
+    ]
+    assert f"onboarding {busy.pk} ({state})" in body["detail"]
+    assert "'east'" in body["detail"] and "'west'" in body["detail"]
+    site.refresh_from_db()
+    assert (site.region, site.revision) == ("east", 1)
+    assert not AuditLog.objects.exists()
+    # other changes to the same site are not held up by its work
+    other = api.patch(f"{URL}/{site.pk}", {"description": "rack 7"}, format="json")
+    assert other.status_code == 200
+
+
+def test_moving_a_site_with_a_queued_reconcile_run_is_409(api: APIClient) -> None:
+    from reconciliation.models import ReconcileRun
+
+    site = make_site(region="east")
+    run = ReconcileRun.objects.create(site=site, trigger="api")
+    response = api.patch(f"{URL}/{site.pk}", {"region": "west"}, format="json")
+    assert response.status_code == 409
+    assert response.json()["open_work"] == [
+        {"kind": "reconcile_run", "id": run.pk, "state": "queued"}
+    ]
+
+
+def test_pending_and_frozen_work_moves_with_the_site_and_runs_in_the_new_region(
+    api: APIClient, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Nothing of a pending or manual-intervention workflow sits in a queue: the move is
+    allowed, audited, and the workflow's first step goes to the new region's queue."""
+    from config import celery_app
+    from tests.factories import make_onboarding
+    from workflows.scheduling import admit
+
+    sent: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(
+        celery_app, "send_task", lambda name, args=(), **kw: sent.append((name, kw.get("queue")))
+    )
+    site = make_site(region="east")
+    pending = make_onboarding(site, hostname="c07u31", state="pending")
+    make_onboarding(site, hostname="c07u32", state="manual_intervention")
+    response = api.patch(f"{URL}/{site.pk}", {"region": "west"}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["region"] == "west"
+    row = AuditLog.objects.get()
+    assert (row.action, row.before["region"], row.after["region"]) == (
+        "maas_site.update",
+        "east",
+        "west",
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert admit(site.pk) == 1
+    pending.refresh_from_db()
+    assert pending.state == "running"
+    assert sent == [("workflow.advance", "region-west")]
+
+
+def test_moving_a_site_back_to_the_default_region(api: APIClient) -> None:
+    site = make_site(region="east")
+    response = api.patch(f"{URL}/{site.pk}", {"region": "default"}, format="json")
+    assert response.status_code == 200
+    site.refresh_from_db()
+    assert site.region == "default"
+
+
+# -- the probe of a site in a region (maas_domain/services/probe.py) -------------------------------
+
+
+class ProbeQueue:
+    """Region east has a live worker; what the probe sends is recorded, not sent, and each
+    message is answered by the next of ``answers`` (none left: the worker never answers)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, tuple[Any, ...], Any]] = []
+        self.answers: list[Any] = []
+
+    def send_task(self, name: str, args: Any = (), **options: Any) -> Any:
+        self.sent.append((name, tuple(args), options.get("queue")))
+        return self
+
+    def get(self, timeout: float) -> Any:
+        if not self.answers:
+            from celery.exceptions import TimeoutError
+
+            raise TimeoutError("no answer")
+        return self.answers.pop(0)
+
+    def forget(self) -> None:
+        pass
+
+
+@pytest.fixture
+def east_served(monkeypatch: pytest.MonkeyPatch) -> ProbeQueue:
+    from config import celery_app
+    from maas_domain import heartbeat
+
+    queue = ProbeQueue()
+    monkeypatch.setattr(heartbeat, "live_queues", lambda: {"celery": 1, "region-east": 1})
+    monkeypatch.setattr(celery_app, "send_task", queue.send_task)
+    return queue
+
+
+def test_a_region_s_probe_is_sent_to_its_queue_and_a_refusal_comes_back_as_itself(
+    api: APIClient, admin_user: Any, east_served: ProbeQueue
+) -> None:
+    from maas_domain.services.probe import probe_task
+
+    site = make_site(region="east")
+    # the worker's side, run here: a confirmation naming another URL is refused there...
+    refused = probe_task(admin_user.pk, None, site.pk, "http://elsewhere/MAAS/", False)
+    assert refused["error"] == "InvalidInput"
+    # ...and the API answers with the same 400, field and reason
+    east_served.answers.append(refused)
+    body = {"confirm_maas_url": "http://elsewhere/MAAS/"}
+    response = api.post(f"{URL}/{site.pk}/probe", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert "confirm_maas_url" in response.json()["fields"]
+    (name, args, queue) = east_served.sent[0]
+    assert (name, queue) == ("sites.probe", "region-east")
+    assert args[0] == admin_user.pk and args[2:] == (site.pk, "http://elsewhere/MAAS/", False)
+
+
+def test_a_region_s_probe_that_no_worker_answers_in_time_is_503(
+    api: APIClient, east_served: ProbeQueue
+) -> None:
+    site = make_site(region="east")
+    response = api.post(f"{URL}/{site.pk}/probe", {}, format="json")
+    assert response.status_code == 503
+    assert response.json()["region"] == "east"
+    assert "did not answer the probe" in response.json()["detail"]
+    assert [(n, q) for n, _, q in east_served.sent] == [("sites.probe", "region-east")]
+
+
+def test_a_default_region_probe_runs_in_the_api_as_before(
+    api: APIClient, east_served: ProbeQueue
+) -> None:
+    site = make_site()  # an unreachable MAAS: failed checks, not an error
+    response = api.post(f"{URL}/{site.pk}/probe", {}, format="json")
+    assert response.status_code == 200
+    assert response.json()["health"] == "unhealthy"
+    assert east_served.sent == []

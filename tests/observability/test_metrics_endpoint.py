@@ -86,8 +86,9 @@ def test_database_gauges_cost_the_same_queries_whatever_the_rows() -> None:
     site = make_site()
     for i in range(5):
         make_onboarding(site, hostname=f"q{i}", state="succeeded")
-    # one per workflow kind, one for the outbox, one for open drift
-    assert queries() == empty == len(KINDS) + 1 + 1
+    # one per workflow kind, one for the outbox, one for open drift; for the regions: sites
+    # per region, one per workflow kind and one for reconcile runs
+    assert queries() == empty == len(KINDS) + 1 + 1 + 1 + len(KINDS) + 1
 
 
 def test_outbox_lag_is_the_age_and_count_of_unpublished_events(
@@ -166,3 +167,46 @@ def test_maas_requests_are_counted_by_operation_outcome_and_code(
     # a safe read is attempted four times: each attempt is one request
     assert delta("maascp_maas_requests_total", operation="get_whoami", code="502") == 4
     assert delta("maascp_maas_request_duration_seconds_count", operation="get_whoami") == 4
+
+
+def test_region_gauges_show_work_waiting_with_no_live_worker(
+    api: APIClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from maas_domain import heartbeat
+    from reconciliation.models import ReconcileRun
+
+    east = make_site(region="east")
+    make_onboarding(east, state="running")
+    make_onboarding(east, state="pending")
+    make_onboarding(east, state="manual_intervention")  # waits for an operator, not a worker
+    make_onboarding(east, state="succeeded")
+    ReconcileRun.objects.create(site=east, trigger="api")
+    make_onboarding(make_site(region="west"), state="waiting")
+    make_site()  # the default region, idle
+    monkeypatch.setattr(
+        heartbeat, "live_queues", lambda: {"celery": 2, "region-west": 1, "region-elsewhere": 1}
+    )
+    samples = parse(scrape(api))
+    assert value(samples, "maascp_region_work_waiting", region="east") == 3
+    assert value(samples, "maascp_region_workers", region="east") == 0
+    assert value(samples, "maascp_region_work_waiting", region="west") == 1
+    assert value(samples, "maascp_region_workers", region="west") == 1
+    assert value(samples, "maascp_region_work_waiting", region="default") == 0
+    assert value(samples, "maascp_region_workers", region="default") == 2
+
+
+def test_unreadable_heartbeats_leave_out_the_workers_series_not_report_zero(
+    api: APIClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Zero workers would fire MaascpRegionUnserved for every region on a Redis hiccup."""
+    from maas_domain import heartbeat
+
+    def unreadable() -> dict[str, int]:
+        raise ConnectionError("broker unreachable")
+
+    make_onboarding(make_site(region="east"), state="running")
+    monkeypatch.setattr(heartbeat, "live_queues", unreadable)
+    samples = parse(scrape(api))
+    assert value(samples, "maascp_region_work_waiting", region="east") == 1
+    assert not [name for name, _ in samples if name == "maascp_region_workers"]
+    assert value(samples, "maascp_metrics_source_up", source="regions") == 1

@@ -21,6 +21,7 @@ import redis
 import requests
 from django.conf import settings
 
+from maas_domain import regions
 from onboarding.models import Onboarding
 from tests.support.flows import (
     ONBOARDING_MUTATIONS,
@@ -34,8 +35,8 @@ from tests.support.flows import (
 )
 from tests.support.workers import Workers
 from workflows import step
+from workflows.dispatch import ADVANCE
 from workflows.scheduling import admit
-from workflows.step import advance
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -107,7 +108,7 @@ def test_same_step_delivered_five_times_to_two_workers(flow_site: Flow, workers:
     assert row.stage == "commission"
     redis.Redis.from_url(str(settings.CELERY_BROKER_URL)).flushdb()
     for _ in range(5):
-        advance.delay("onboarding", row.pk, row.dispatch)
+        regions.send(ADVANCE, ("onboarding", row.pk, row.dispatch), region=flow.site.region)
     workers.start(concurrency=3)
     workers.start(concurrency=3)
     wf = settle(wf.pk)

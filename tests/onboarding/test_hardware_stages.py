@@ -183,7 +183,7 @@ def test_a_nonconformant_machine_quarantines_its_node_with_frozen_evidence(bench
     wf.refresh_from_db()
     assert (wf.state, wf.failure_class) == ("failed", "hardware_nonconformant")
     assert wf.hardware_report["conformant"] is False
-    node = Node.objects.get(pk=wf.node_id)
+    node = Node.objects.get(pk=wf.node_id or 0)
     assert node.state == "quarantined" and node.maas_system_id == sid
     evidence = QuarantineEvidence.objects.get(node=node)
     assert (evidence.kind, evidence.workflow_kind, evidence.workflow_id) == (
@@ -214,7 +214,7 @@ def test_a_rerun_after_repair_takes_the_node_back_and_judges_again(bench: Bench)
     run_stage("onboarding", wf, "conformance", record=True)
     bench.sim.post(f"machines/{sid}/faults", {"gpu_missing": 0})  # the GPU is reseated
     verbs.apply(KINDS["onboarding"], wf.pk, "rerun", actor=bench.admin, reason="GPU reseated")
-    node = Node.objects.get(pk=wf.node_id)
+    node = Node.objects.get(pk=wf.node_id or 0)
     assert node.state == "provisioning"
     # the evidence of the first judgement stays
     assert QuarantineEvidence.objects.filter(node=node).count() == 1
@@ -228,7 +228,7 @@ def test_a_node_quarantined_for_another_reason_stays_quarantined_on_rerun(bench:
     sid = machine(bench, "hwc", faults={"gpu_missing": 1})
     wf = onboarding(bench, "hwc", "10.6.0.12", maas_system_id=sid)
     run_stage("onboarding", wf, "conformance", record=True)
-    node = Node.objects.get(pk=wf.node_id)
+    node = Node.objects.get(pk=wf.node_id or 0)
     from django.db import transaction
 
     with transaction.atomic():  # a decommission found its disks not erased afterwards

@@ -100,10 +100,10 @@ def test_a_run_whose_worker_vanished_does_not_block_the_site(site: MaasSite) -> 
 @pytest.mark.django_db
 def test_two_beats_firing_the_same_tick_queue_each_site_once(sim: Sim, site: MaasSite) -> None:
     MaasSite.objects.create(name="off", maas_url=sim.url, status="disabled")
-    assert services.reconcile_dispatch() == {"queued": 1, "skipped": 0}
+    assert services.reconcile_dispatch() == {"queued": 1, "skipped": 0, "unserved": 0}
     run = ReconcileRun.objects.get(site=site)
     services.reconcile_execute(run.pk)  # the first beat's run even finished already
-    assert services.reconcile_dispatch() == {"queued": 0, "skipped": 1}
+    assert services.reconcile_dispatch() == {"queued": 0, "skipped": 1, "unserved": 0}
     assert ReconcileRun.objects.count() == 1
 
 

@@ -38,12 +38,21 @@ class Workers:
         }
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, concurrency: int = 2) -> subprocess.Popen[bytes]:
+    def start(
+        self,
+        concurrency: int = 2,
+        *,
+        queues: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """A worker of ``queues`` (``-Q``; none: Celery's default queue, as in production
+        without ``-Q``), with ``env`` over the pool's environment."""
+        serve = ["--queues", ",".join(queues)] if queues else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "prefork",
-             "--concurrency", str(concurrency), "--loglevel", "WARNING",
+             "--concurrency", str(concurrency), "--loglevel", "WARNING", *serve,
              "--hostname", f"w{len(self.procs)}@%h", "--without-mingle", "--without-gossip"],
-            cwd=ROOT, env=self.env, start_new_session=True,
+            cwd=ROOT, env={**self.env, **(env or {})}, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         self.procs.append(proc)
@@ -93,15 +102,14 @@ def embedded_broker(
     saved = (celery_app.conf.broker_url, celery_app.conf.broker_transport_options)
 
     def use(url: str, transport_options: dict[str, Any]) -> None:
-        celery_app.conf.broker_url = url
-        celery_app.conf.broker_transport_options = transport_options
+        celery_app.conf.update(broker_url=url, broker_transport_options=transport_options)
         # The app's connection and producer pools live in kombu's process-wide registry, keyed
         # by broker: closing one there leaves it registered and closed ("Acquire on closed
         # pool" for every later send). reset() closes them all and empties the registry, so
         # the next send makes a new pool for whichever broker the app now names.
         kombu.pools.reset()
-        celery_app._pool = None
-        celery_app.amqp._producer_pool = None
+        celery_app._pool = None  # type: ignore[attr-defined]  # Celery's own cached pools
+        celery_app.amqp._producer_pool = None  # type: ignore[attr-defined]
 
     use("filesystem://", options)
     settings.CELERY_BROKER_URL = "filesystem://"

@@ -25,9 +25,16 @@ class Sent:
     """Celery messages the code under test sent (after commit): (task name, args, countdown)."""
 
     messages: list[tuple[str, tuple[Any, ...], float]] = field(default_factory=list)
+    # the queue each message named (None: Celery's router decides), in the same order
+    queues: list[str | None] = field(default_factory=list)
 
     def send_task(self, name: str, args: Any = (), kwargs: Any = None, **options: Any) -> None:
         self.messages.append((name, tuple(args or ()), float(options.get("countdown") or 0)))
+        self.queues.append(options.get("queue"))
+
+    def routed(self) -> list[tuple[str, tuple[Any, ...], str | None]]:
+        """(task name, args, queue) of every message."""
+        return [(n, a, q) for (n, a, _), q in zip(self.messages, self.queues, strict=True)]
 
     def names(self) -> list[str]:
         return [name for name, _, _ in self.messages]
@@ -37,6 +44,7 @@ class Sent:
 
     def clear(self) -> None:
         self.messages.clear()
+        self.queues.clear()
 
 
 @pytest.fixture(autouse=True)
