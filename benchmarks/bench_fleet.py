@@ -156,6 +156,7 @@ def run_round(number: int, sims: list[SimulatorProcess], concurrency: int) -> Ro
     stats.mkdir()
     for sim in sims:
         sim.reset_counters()
+    sim_cpu = sum(sim.cpu_seconds() for sim in sims)
     with psycopg.connect(f"{PG_SERVER}/{DB}", autocommit=True) as c:
         # due at once when beat starts (beat is not running: nothing of its state to race)
         c.execute(
@@ -228,6 +229,7 @@ def run_round(number: int, sims: list[SimulatorProcess], concurrency: int) -> Ro
     for sim in sims:
         result.maas.update(sim.counters())
     collect(result, stats)
+    result.cpu["simulators"] = sum(sim.cpu_seconds() for sim in sims) - sim_cpu
     result.rss_mb["simulator"] = max(sim.peak_rss_mb() for sim in sims)
     return result
 
@@ -259,6 +261,7 @@ def tail(name: str, chars: int = 2000) -> str:
 
 def table(r: Round, machines: int) -> str:
     n = r.sites
+    cores = os.cpu_count() or 1
     durations = sorted(r.durations)
     reconcile_sql = r.task_statements.get("reconciliation.reconcile_site", 0)
     ours = {k: v for k, v in r.rss_mb.items() if k != "simulator"}
@@ -281,7 +284,9 @@ def table(r: Round, machines: int) -> str:
         + "  ".join(f"{k} {v}" for k, v in sorted(r.statements.items())),
         "  Celery messages         " + "  ".join(f"{k} {v}" for k, v in sorted(r.tasks.items())),
         "  CPU                     "
-        + "  ".join(f"{k} {v:.1f} s" for k, v in sorted(r.cpu.items())),
+        + "  ".join(f"{k} {v:.1f} s" for k, v in sorted(r.cpu.items()))
+        + f"   (all of it over {cores} cores: {sum(r.cpu.values()) / cores:.1f} s; "
+        "PostgreSQL's not counted)",
         "  peak RSS                "
         + "  ".join(f"{k} {v:.0f} MB" for k, v in sorted(r.rss_mb.items()))
         + f"   (ours at most {worst:.0f} MB, target {TARGET_RSS_MB:.0f}: "

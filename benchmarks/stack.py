@@ -226,6 +226,14 @@ class SimulatorProcess:
     def reset_counters(self) -> None:
         requests.delete(self.url.replace("/MAAS/", "/_sim/counters"), timeout=30)
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU the process has used so far."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def peak_rss_mb(self) -> float:
         """The process's peak resident set so far (VmHWM), in MB."""
         try:
