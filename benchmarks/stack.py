@@ -74,9 +74,8 @@ class Result:
     cpu: dict[str, float] = field(default_factory=dict)
     rss_mb: dict[str, float] = field(default_factory=dict)
     recovery: dict[str, Any] = field(default_factory=dict)
-    failures: list[tuple[str, str, str, str]] = field(
-        default_factory=list
-    )  # host, stage, class, why
+    # host, stage, failure class, reason of every workflow that did not succeed
+    failures: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     @property
     def n(self) -> int:
