@@ -26,6 +26,7 @@ bench: ## print performance figures (never part of make check); appends to docs/
 	.venv/bin/python benchmarks/bench_workflows.py 1000 100 200
 	.venv/bin/python benchmarks/bench_admin.py 100000
 	.venv/bin/python benchmarks/bench_reconcile.py 10000
+	.venv/bin/python benchmarks/bench_fleet.py
 
 fuzz: ## the API fuzzing gate at 300 examples per operation, on PostgreSQL and SQLite (prints its seed)
 	scripts/bootstrap

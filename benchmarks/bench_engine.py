@@ -9,16 +9,16 @@ Scenarios (``--only NAME`` to run some):
   recovery   200 at once; every worker is killed mid-batch and restarted (production lease and
              dispatch grace: 90 s, 120 s)
   recovery_short  the same with a 10 s lease and a 15 s dispatch grace
-Usage: bench_engine.py [--only burst,recovery] [--json FILE] [--no-doc]
+Usage: bench_engine.py [--only burst,recovery] [--nodes N] [--json FILE] [--no-doc]
+(``--nodes`` runs each scenario with N onboardings, its limit at most N: a smoke run)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
-import os
-import platform
 import signal
 import sys
 from collections import Counter
@@ -26,7 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.stack import Result, Scenario, Stack, maas_seconds_per_onboarding
+from benchmarks.stack import (
+    Result,
+    Scenario,
+    Stack,
+    describe_machine,
+    maas_seconds_per_onboarding,
+)
 
 SCALE_60S = maas_seconds_per_onboarding() / 60.0  # one onboarding's MAAS time is about 60 s
 SCENARIOS = {
@@ -95,17 +101,6 @@ def duplicate_mutations(r: Result) -> int:
     return sum(n - 1 for n in seen.values() if n > 1)
 
 
-def machine() -> str:
-    cpus = os.cpu_count()
-    mem = ""
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kb / 1024 / 1024:.0f} GiB"
-    except (OSError, ValueError, IndexError):
-        pass
-    return f"{platform.machine()}, {cpus} CPUs{mem}, Python {platform.python_version()}"
-
-
 def main() -> None:
     # a SIGTERM ends the run through ``finally``, so the stack's processes and database go too
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -113,10 +108,16 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(SCENARIOS))
     parser.add_argument("--json", default=str(Path("var") / "bench-engine.json"))
     parser.add_argument("--no-doc", action="store_true")
+    parser.add_argument("--nodes", type=int, default=0)
     args = parser.parse_args()
     results = []
     for name in args.only.split(","):
-        stack = Stack(SCENARIOS[name])
+        scenario = SCENARIOS[name]
+        if args.nodes:
+            scenario = dataclasses.replace(
+                scenario, nodes=args.nodes, limit=min(scenario.limit, args.nodes)
+            )
+        stack = Stack(scenario)
         try:
             token = stack.setup()
             result = stack.run_batch(token)
@@ -129,7 +130,7 @@ def main() -> None:
     if not args.no_doc:
         doc = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
         with doc.open("a") as out:
-            out.write(f"\n### {datetime.date.today().isoformat()} — {machine()}\n\n```\n")
+            out.write(f"\n### {datetime.date.today().isoformat()} — {describe_machine()}\n\n```\n")
             out.write("\n".join(table(r) for r in results))
             out.write("\n```\n")
 

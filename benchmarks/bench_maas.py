@@ -5,6 +5,8 @@
 * a filtered listing and an allocation with constraints over the 10,000;
 * request latency of a small authenticated read (p50/p95) over keep-alive;
 * concurrent clients: reads per second with 16 threads.
+
+Usage: bench_maas.py [machines] (default 10,000)
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ from maas_simulator.model import Simulator
 from maas_simulator.server import SimulatorServer
 
 KEY = "BenchConsumer12345:BenchToken12345678:BenchSecretABCDEFGHIJKLMNOPQRSTU"
+MACHINES = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
 
 
 def main() -> None:
     sim = Simulator(scale=60)
     started = time.perf_counter()
-    scenario.load(sim, {"generate": {"count": 10_000}}, api_key=KEY)
-    print(f"simulator: generated 10,000 machines in {time.perf_counter() - started:.2f}s")
+    scenario.load(sim, {"generate": {"count": MACHINES}}, api_key=KEY)
+    print(f"simulator: generated {MACHINES:,} machines in {time.perf_counter() - started:.2f}s")
     server = SimulatorServer(sim).start()
     client = MaasClient(server.url, KEY)
     try:
@@ -53,9 +56,10 @@ def main() -> None:
             t0 = time.perf_counter()
             machines = client.list_machines()
             typed.append(time.perf_counter() - t0)
-        assert len(machines) == 10_000
+        assert len(machines) == MACHINES
         print(
-            f"list 10,000 machines: HTTP answer {statistics.median(raw) * 1000:.0f} ms median "
+            f"list {MACHINES:,} machines: HTTP answer "
+            f"{statistics.median(raw) * 1000:.0f} ms median "
             f"({size / 1e6:.1f} MB), to typed objects "
             f"{statistics.median(typed) * 1000:.0f} ms median"
         )
@@ -65,7 +69,7 @@ def main() -> None:
             t0 = time.perf_counter()
             response = client.session.get(
                 client.root + "machines/",
-                params={"status": "ready", "hostname": "gen09999", "zone": "default"},
+                params={"status": "ready", "hostname": f"gen{MACHINES - 1:05d}", "zone": "default"},
                 timeout=30,
             )
             filtered.append(time.perf_counter() - t0)
@@ -82,7 +86,8 @@ def main() -> None:
             allocations.append(time.perf_counter() - t0)
             assert answer.status_code == 200, answer.text
         print(
-            f"filtered listing (3 filters, 10,000): {statistics.median(filtered) * 1000:.0f} ms "
+            f"filtered listing (3 filters, {MACHINES:,}): "
+            f"{statistics.median(filtered) * 1000:.0f} ms "
             f"median; allocate with constraints: {statistics.median(allocations) * 1000:.0f} ms "
             "median"
         )

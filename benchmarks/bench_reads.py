@@ -3,7 +3,7 @@ timeline events in PostgreSQL, gunicorn (2 workers x 4 threads, concurrency 8). 
 the latency of one client alone (p50/p95: what a request costs), then p95 and requests per second
 with 8 clients at once (the server's concurrency; on 2 cores that is mostly queueing), and the SQL
 queries the page runs (the same at page sizes 10 and 100).
-Usage: bench_reads.py [workflows] [events_per_workflow]
+Usage: bench_reads.py [workflows] [events_per_workflow] [requests per page and load]
 """
 
 from __future__ import annotations
@@ -17,20 +17,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.stack import PG_SERVER, bench_broker, free_port, recreate_db, scratch_db
+
 WORKFLOWS = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 EVENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-DB = "maascp_bench_reads"
+REQUESTS = int(sys.argv[3]) if len(sys.argv) > 3 else 320  # per page and load level
+DB = scratch_db("bench_reads")
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-os.environ["MAASCP_DATABASE_URL"] = f"postgresql://postgres@127.0.0.1:5432/{DB}"
-os.environ["MAASCP_BROKER_URL"] = "redis://127.0.0.1:6379/9"
+os.environ["MAASCP_DATABASE_URL"] = f"{PG_SERVER}/{DB}"
+os.environ["MAASCP_BROKER_URL"] = bench_broker()
 os.environ.setdefault("MAASCP_DATA_DIR", str(Path(__file__).resolve().parent.parent / "var/bench"))
 os.environ["MAASCP_LOG_LEVEL"] = "WARNING"
 
-import psycopg
-
-with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-    c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-    c.execute(f"CREATE DATABASE {DB}")
+recreate_db(DB)
 
 import django
 
@@ -43,12 +42,10 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext, setup_test_environment
 
-from benchmarks.stack import free_port
 from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.tokens import api_token_create
 
 CLIENTS = 8
-REQUESTS = 320  # per page and load level
 
 
 def populate() -> tuple[int, int]:

@@ -1,10 +1,12 @@
 """Onboard a batch, then decommission part of it in each mode, through the real engine; report
 wall time and MAAS requests per node for every phase.
 
-Runs against a scratch PostgreSQL database and Redis DB 14: the simulator (fast clock, with its
-node side enrolling over HTTP), an in-process WSGI server for the node endpoints, a real Celery
-worker (threads) and a sweep ticker standing in for beat. Phases: onboard ``nodes`` (one
-batch), then storage cleanup, reimage and full decommission of ``decommissions`` of them each.
+Runs against a scratch PostgreSQL database and the benchmarks' Redis DB (benchmarks/stack.py,
+``MAASCP_BENCH_REDIS_DB``; ``MAASCP_BENCH_BROKER_URL`` names another broker): the simulator
+(fast clock, with its node side enrolling over HTTP), an in-process WSGI server for the node
+endpoints, a real Celery worker (threads) and a sweep ticker standing in for beat. Phases:
+onboard ``nodes`` (one batch), then storage cleanup, reimage and full decommission of
+``decommissions`` of them each.
 Usage: bench_workflows.py [nodes] [limit] [decommissions]
 """
 
@@ -19,23 +21,20 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.stack import PG_SERVER, bench_broker, recreate_db, scratch_db
+
 NODES = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 LIMIT = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 DECOMMISSIONS = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-os.environ["MAASCP_DATABASE_URL"] = "postgresql://postgres@127.0.0.1:5432/maascp_bench"
-os.environ["MAASCP_BROKER_URL"] = os.environ.get(
-    "MAASCP_BENCH_BROKER_URL", "redis://127.0.0.1:6379/9"
-)
+DB = scratch_db("bench")
+os.environ["MAASCP_DATABASE_URL"] = f"{PG_SERVER}/{DB}"
+os.environ["MAASCP_BROKER_URL"] = os.environ.get("MAASCP_BENCH_BROKER_URL") or bench_broker()
 os.environ.setdefault(
     "MAASCP_DATA_DIR", str(Path(__file__).resolve().parent.parent / "var" / "bench")
 )
 
-import psycopg
-
-with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-    c.execute("DROP DATABASE IF EXISTS maascp_bench WITH (FORCE)")
-    c.execute("CREATE DATABASE maascp_bench")
+recreate_db(DB)
 
 import django
 

@@ -13,6 +13,8 @@ import contextlib
 import json
 import math
 import os
+import platform
+import re
 import secrets
 import shutil
 import signal
@@ -117,12 +119,146 @@ def _server(variable: str, default: str) -> str:
 
 PG_SERVER = _server("MAASCP_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432")
 REDIS_SERVER = _server("MAASCP_BROKER_URL", "redis://127.0.0.1:6379")
+# Where a benchmark's scratch state goes, so runs beside other runs on one machine keep apart:
+# MAASCP_BENCH_REDIS_DB (default 9) is the Redis DB every benchmark takes (and flushes), and
+# MAASCP_BENCH_DB_TAG (default none) is appended to every scratch database's name.
+# MAASCP_BENCH_TEMPLATE_DB: scratch databases are copies of that (migrated) database, so a
+# benchmark's migrate has nothing to do (tests/test_benchmarks_run.py, at tiny sizes).
+BENCH_REDIS_DB = int(os.environ.get("MAASCP_BENCH_REDIS_DB") or 9)
+DB_TAG = os.environ.get("MAASCP_BENCH_DB_TAG", "")
+TEMPLATE_DB = os.environ.get("MAASCP_BENCH_TEMPLATE_DB", "")
+if not re.fullmatch(r"[a-z0-9_]{0,30}", DB_TAG) or not re.fullmatch(r"[a-z0-9_]*", TEMPLATE_DB):
+    raise SystemExit("MAASCP_BENCH_DB_TAG (at most 30), MAASCP_BENCH_TEMPLATE_DB: a-z, 0-9, _")
+
+
+def describe_machine() -> str:
+    """For the dated sections of docs/benchmarks.md."""
+    cpus = os.cpu_count()
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kb / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{platform.machine()}, {cpus} CPUs{mem}, Python {platform.python_version()}"
+
+
+def scratch_db(label: str) -> str:
+    """The name of a benchmark's scratch database (dropped and created by the benchmark)."""
+    return f"maascp_{label}{DB_TAG}"
+
+
+def bench_broker() -> str:
+    return f"{REDIS_SERVER}/{BENCH_REDIS_DB}"
+
+
+def recreate_db(name: str) -> None:
+    drop_db(name)
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {TEMPLATE_DB}" if TEMPLATE_DB else ""))
+
+
+def drop_db(name: str) -> None:
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class SimulatorProcess:
+    """``manage.py simulate_maas`` as its own process (MAAS is another host: its CPU and memory
+    are not the client's), with ``count`` generated machines in ``status``."""
+
+    KEY = "BenchConsumer12345:BenchToken12345678:BenchSecretABCDEFGHIJKLMNOPQRSTU"
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        count: int,
+        status: str = "deployed",
+        prefix: str = "gen",
+        ipmi_network: str = "10.200.0.0/16",
+        seed: int = 0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "key").write_text(self.KEY)
+        spec = {"count": count, "status": status, "prefix": prefix, "ipmi_network": ipmi_network}
+        (folder / "scenario.json").write_text(json.dumps({"generate": spec}))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/MAAS/"
+        self.log = folder / "simulator.log"
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    PY, str(ROOT / "manage.py"), "simulate_maas", "--port", str(self.port),
+                    "--api-key-file", str(folder / "key"),
+                    "--scenario", str(folder / "scenario.json"), "--seed", str(seed),
+                ],
+                env={**(env or os.environ), "PYTHONPATH": str(ROOT)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def wait(self, timeout: float = 600) -> None:
+        """Until it answers (generating thousands of machines takes a while)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"simulator exited: {self.log.read_text()[-2000:]}")
+            try:
+                if requests.get(f"{self.url}api/2.0/version/", timeout=2).status_code < 500:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"{self.url} did not answer within {timeout}s")
+
+    def counters(self) -> Counter[str]:
+        """Requests since the last reset, by ``METHOD action`` (``GET machines.read``)."""
+        answer = requests.get(self.url.replace("/MAAS/", "/_sim/counters"), timeout=30).json()
+        counts: Counter[str] = Counter()
+        for row in answer["counters"]:
+            counts[f"{row['method']} {row['action']}"] += row["count"]
+        return counts
+
+    def reset_counters(self) -> None:
+        requests.delete(self.url.replace("/MAAS/", "/_sim/counters"), timeout=30)
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU the process has used so far."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def peak_rss_mb(self) -> float:
+        """The process's peak resident set so far (VmHWM), in MB."""
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
 
 
 class Stack:
-    def __init__(self, scenario: Scenario, *, redis_db: int = 9, label: str = "bench") -> None:
+    def __init__(
+        self, scenario: Scenario, *, redis_db: int = BENCH_REDIS_DB, label: str = "bench"
+    ) -> None:
         self.s = scenario
-        self.db = f"maascp_{label}_{os.getpid()}"
+        self.db = f"{scratch_db(label)}_{os.getpid()}"
         self.redis_url = f"{REDIS_SERVER}/{redis_db}"
         self.dir = Path(tempfile.mkdtemp(prefix=f"maascp-{label}-"))
         self.stats_dir = self.dir / "stats"
@@ -175,8 +311,7 @@ class Stack:
         """Database, simulator machines, site, credentials, profile, SKU; returns an API token."""
         import redis
 
-        self._psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
-        self._psql(f"CREATE DATABASE {self.db}")
+        recreate_db(self.db)
         redis.Redis.from_url(self.redis_url).flushdb()
         (self.dir / "data").mkdir()
         (self.dir / "key").write_text(self.key)
