@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import base64
 import functools
-import gc
 import json
 import logging
 import random
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -38,50 +36,16 @@ from maas_client import listing, types
 from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify, excerpt
 from maas_client.hardware import HardwareReads
 from maas_client.stats import STATS, CallStats
+from maas_client.wire import (
+    Credentials,
+    api_root,
+    encode_multipart,
+    gc_paused,
+    is_json,
+    server_time,
+)
 
 log = logging.getLogger("maas.client")
-
-
-@dataclass(frozen=True)
-class Credentials:
-    consumer_key: str
-    token_key: str
-    token_secret: str
-
-    @classmethod
-    def parse(cls, api_key: str) -> Credentials:
-        parts = api_key.strip().split(":")
-        if len(parts) != 3 or not all(parts):
-            raise ValueError("a MAAS API key is consumer_key:token_key:token_secret")
-        return cls(*parts)
-
-    def __repr__(self) -> str:
-        return f"Credentials(consumer_key={self.consumer_key!r}, token_key=…, token_secret=…)"
-
-
-def api_root(url: str) -> str:
-    """``http://h:5240/MAAS`` or ``…/MAAS/`` or ``…/MAAS/api/2.0/`` → ``…/MAAS/api/2.0/``."""
-    url = url.rstrip("/") + "/"
-    if not urlsplit(url).path.rstrip("/").endswith("/api/2.0"):
-        url += "api/2.0/"
-    return url
-
-
-def encode_multipart(fields: Sequence[tuple[str, str]]) -> tuple[bytes, str]:
-    """multipart/form-data with every part base64-encoded, as python-libmaas and Drydock do."""
-    boundary = "maascp" + "".join(random.choices("0123456789abcdef", k=24))  # noqa: S311
-    lines: list[bytes] = []
-    for name, value in fields:
-        lines += [
-            f"--{boundary}".encode(),
-            f'Content-Disposition: form-data; name="{name}"'.encode(),
-            b'Content-Type: text/plain; charset="utf-8"',
-            b"Content-Transfer-Encoding: base64",
-            b"",
-            base64.b64encode(value.encode()),
-        ]
-    lines += [f"--{boundary}--".encode(), b""]
-    return b"\r\n".join(lines), f"multipart/form-data; boundary={boundary}"
 
 
 LARGE_BODY = 1 << 20
@@ -89,24 +53,6 @@ READ_CHUNK = 1 << 20
 # A 10,000-machine listing is ~71 MB; a bigger answer is a misbehaving or hostile server.
 DEFAULT_MAX_BODY = 256 << 20
 DEFAULT_DEADLINE = 120.0  # seconds for one request, body included
-
-
-@contextmanager
-def gc_paused(pause: bool) -> Iterator[None]:
-    """Pause the cyclic GC while decoding a large answer: a 10,000-machine listing allocates
-    millions of containers, and the collections they trigger cost 3x the parse itself."""
-    if not pause or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def _is_json(response: requests.Response) -> bool:
-    return response.headers.get("Content-Type", "").split(";")[0].endswith("json")
 
 
 def _b(value: bool) -> str:
@@ -186,6 +132,7 @@ class MaasClient(HardwareReads):
         self.before_mutation = before_mutation
         self.target_problem = target_problem
         self.observe = observe
+        self.maas_time: datetime | None = None  # MAAS's clock at its latest answer (Date header)
         self.max_body = max_body
         self.deadline = deadline
         self._target_checked = False
@@ -250,11 +197,12 @@ class MaasClient(HardwareReads):
                     stream=True,
                     allow_redirects=False,  # MAAS does not redirect API calls; nothing follows one
                 )
+                self.maas_time = server_time(response) or self.maas_time
                 status = response.status_code
                 if stream is not None and 200 <= status < 300 and status != 204:
                     chunks = self._chunks(response, started, operation, system_id)
                     try:
-                        value = stream(chunks) if _is_json(response) else listing.not_json(chunks)
+                        value = stream(chunks) if is_json(response) else listing.not_json(chunks)
                     except _SHAPE_ERRORS:  # the answer arrived; its shape is wrong
                         self._record(operation, "ok", started, system_id, attempt, status)
                         raise
@@ -305,7 +253,7 @@ class MaasClient(HardwareReads):
             self._record(operation, "ok", started, system_id, attempt, response.status_code)
             if response.status_code == 204 or not content:
                 return None
-            if _is_json(response):
+            if is_json(response):
                 with gc_paused(len(content) > LARGE_BODY):
                     return orjson.loads(content)
             return content

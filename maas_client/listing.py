@@ -153,6 +153,13 @@ def machine_summaries(chunks: Iterable[bytes]) -> list[MachineSummary]:
             m.get("status_name") or "",
             m.get("power_state") or "unknown",
             m.get("owner") or "",
+            bool(m.get("enable_hw_sync")),
+            m.get("last_sync") or "",
+            _int_or_none(m.get("sync_interval")),
         )
         for m in array_items(chunks)
     ]
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -153,6 +153,11 @@ class MachineSummary(NamedTuple):
     status_name: str
     power_state: str
     owner: str
+    # hardware sync (reconciliation/hardware.py): on, the last report as MAAS shows it (ISO,
+    # region time; "" never), its interval in seconds
+    enable_hw_sync: bool = False
+    last_sync: str = ""
+    sync_interval: int | None = None
 
 
 @dataclass(frozen=True)

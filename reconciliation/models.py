@@ -32,6 +32,12 @@ class NodeMaasState(models.Model):
     missing_since = models.DateTimeField(null=True, blank=True)
     accepted_status = models.SmallIntegerField(null=True, blank=True)
     accepted_power_state = models.CharField(max_length=16, blank=True, default="")
+    # The last judgement of the machine's synced hardware against the node's SKU
+    # (reconciliation/hardware.py): at which MAAS last_sync, when, and what failed.
+    hw_judged_sync = models.CharField(max_length=40, blank=True, default="")
+    hw_conformant = models.BooleanField(null=True, blank=True)
+    hw_failed = models.JSONField(default=list, blank=True)
+    hw_checked_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField()
 
     class Meta:
@@ -115,6 +121,9 @@ class DriftKind(models.TextChoices):
     UNKNOWN_MACHINE = "unknown_machine"
     WORKFLOW_STUCK = "workflow_stuck"
     LEAK = "leak"
+    # hardware sync of a deployed node's machine (reconciliation/hardware.py)
+    HARDWARE_NONCONFORMANT = "hardware_nonconformant"
+    HARDWARE_SYNC_STALE = "hardware_sync_stale"
 
 
 class Severity(models.TextChoices):

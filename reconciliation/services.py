@@ -35,7 +35,7 @@ from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
 from maas_domain.site_client import client_for_site
 from maas_domain.validators import hostname_error, ipv4_error
-from reconciliation import compare
+from reconciliation import compare, hardware
 from reconciliation.models import (
     ACTIVE_DRIFT,
     ACTIVE_RUN,
@@ -266,12 +266,15 @@ def _reconcile(run: ReconcileRun) -> None:
         if not our_user:
             run.maas_requests += 1
             our_user = client.whoami().username
+        seen = hardware.check(site.pk, client, machines)
+        run.maas_requests += seen.requests
     finally:
         client.close()
     run.machines_seen = len(machines)
     apply_listing(
-        run=run, site=site, machines=machines, power=power, our_user=our_user, read_at=read_at
-    )
+        run=run, site=site, machines=machines, power=power, our_user=our_user, read_at=read_at,
+        hardware_seen=seen,
+    )  # fmt: skip
 
 
 def _workflow_rows(site_id: int) -> list[compare.WorkflowRow]:
@@ -312,9 +315,11 @@ def apply_listing(
     power: dict[str, str],
     our_user: str,
     read_at: datetime,
+    hardware_seen: hardware.Seen | None = None,
 ) -> None:
     """Compare a MAAS listing with our rows and write node_maas_state and the drift ledger, in
-    one transaction with a constant number of queries."""
+    one transaction with a constant number of queries (and one more per new hardware verdict,
+    at most reconciliation/hardware.py's MAX_CHECKS_PER_RUN)."""
     with site_lock(site.pk):
         now = timezone.now()
         node_rows = list(
@@ -334,7 +339,13 @@ def apply_listing(
         states = {
             row[0]: row[1:]
             for row in NodeMaasState.objects.filter(site_id=site.pk).values_list(
-                "node_id", *_PICTURE, "last_seen_at", "accepted_status", "accepted_power_state"
+                "node_id",
+                *_PICTURE,
+                "last_seen_at",
+                "accepted_status",
+                "accepted_power_state",
+                "hw_conformant",
+                "hw_failed",
             )
         }
         workflows = _workflow_rows(site.pk)
@@ -344,13 +355,16 @@ def apply_listing(
             our_user=our_user,
             nodes=nodes,
             retired_system_ids=retired,
-            states={k: compare.StateRow(s[0], s[-2], s[-1]) for k, s in states.items()},
+            states={k: compare.StateRow(s[0], s[-4], s[-3]) for k, s in states.items()},
             workflows=workflows,
             read_at=read_at,
             now=now,
             stuck_grace=timedelta(seconds=settings.RECONCILE_STUCK_GRACE_SECONDS),
         )
         _write_states(site, outcome, states, now)
+        if hardware_seen is not None:
+            kept = {k: (s[-2], s[-1]) for k, s in states.items()}
+            outcome.findings += hardware.record(hardware_seen, kept, machines, now)
         opened, cleared, open_now = _write_ledger(site, outcome, now)
     run.nodes_checked = outcome.nodes_checked
     run.drift_opened, run.drift_cleared, run.drift_open = opened, cleared, open_now
@@ -387,10 +401,11 @@ def _write_states(
 
 _UPSERT_STATES = """
 INSERT INTO node_maas_state (node_id, system_id, hostname, status, status_name, power_state,
-    power_address, owner, missing_since, last_seen_at, site_id, updated_at, accepted_power_state)
-SELECT u.*, %s, %s, '' FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::smallint[],
-    %s::varchar[], %s::varchar[], %s::varchar[], %s::varchar[], %s::timestamptz[],
-    %s::timestamptz[]) AS u
+    power_address, owner, missing_since, last_seen_at, site_id, updated_at, accepted_power_state,
+    hw_judged_sync, hw_failed)
+SELECT u.*, %s, %s, '', '', '[]'::jsonb
+FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::smallint[], %s::varchar[],
+    %s::varchar[], %s::varchar[], %s::varchar[], %s::timestamptz[], %s::timestamptz[]) AS u
 ON CONFLICT (node_id) DO UPDATE SET system_id = EXCLUDED.system_id,
     hostname = EXCLUDED.hostname, status = EXCLUDED.status, status_name = EXCLUDED.status_name,
     power_state = EXCLUDED.power_state, power_address = EXCLUDED.power_address,

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from maas_client.client import MaasClient, api_root, encode_multipart
+from maas_client.client import MaasClient
 from maas_client.errors import (
     MaasAuthError,
     MaasBadRequest,
@@ -17,6 +17,7 @@ from maas_client.errors import (
 )
 from maas_client.stats import CallStats
 from maas_client.status import NodeStatus
+from maas_client.wire import api_root, encode_multipart
 from tests.support.maas import API_KEY, Sim, wait_for
 
 S = NodeStatus
