@@ -273,7 +273,7 @@ class EvidenceViewSet(viewsets.GenericViewSet[QuarantineEvidence]):
             "events for the machine and the workflow's timeline up to the quarantine: what a "
             "repair (RMA) ticket needs."
         ),
-        parameters=[path_id("pk", "The evidence.")],
+        parameters=[path_id("id", "The evidence.")],
         responses={200: EvidenceSerializer},
     )
     def retrieve(self, request: Request, node_pk: str, pk: str) -> Response:

@@ -219,7 +219,9 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-unty
 
 
 def path_id(name: str, what: str) -> OpenApiParameter:
-    return OpenApiParameter(name, int, OpenApiParameter.PATH, description=what)
+    """A row id in a path, bounded as the URL's pattern bounds it (at most 18 digits)."""
+    schema = {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}
+    return OpenApiParameter(name, schema, OpenApiParameter.PATH, description=what)
 
 
 IF_MATCH = OpenApiParameter(

@@ -190,7 +190,7 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
     page.click("text=dc1")
     page.click("#probe-now")
     page.wait_for_selector(".messagelist")
-    assert "all 7 checks passed" in page.inner_text(".messagelist")
+    assert "all 8 checks passed" in page.inner_text(".messagelist")
     assert "healthy" in page.inner_text("#content-main h2")
     shot(page, "site")
     page.goto(f"{base}/admin/maas_domain/maassite/")
