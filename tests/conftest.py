@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from maas_domain.secrets import get_backend
-from tests.support import live
+from tests.support import fastflush, live
 from tests.support.flows import flow, flow_site, node_side, sweeper, worker  # noqa: F401 (fixtures)
 from tests.support.maas import maas, sim, sleeps  # noqa: F401 (fixtures)
 from tests.support.openbao import openbao, unsealed  # noqa: F401 (fixtures)
@@ -21,6 +21,7 @@ from tests.support.tokens import bearer_token
 from tests.support.workers import embedded_broker, workers  # noqa: F401 (fixtures)
 
 live.install()  # the live test server sets TCP_NODELAY (tests/support/live.py)
+fastflush.install()  # DELETE, not TRUNCATE, between transactional tests (its docstring)
 # Password hashing at production strength costs ~1s per user; tests do not need it.
 settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Rate-limit counters in this process's memory (the live server runs in it too), cleared for each
@@ -89,3 +90,34 @@ def _own_metric_files() -> Iterator[None]:
 
     for path in metrics_dir().glob(f"*_{os.getpid()}.db"):
         path.unlink(missing_ok=True)
+
+
+# The tests that take tens of seconds each (whole stacks started as processes, fuzzing, kill -9
+# drills; `pytest --durations=40` lists them). They run first, one half at the head of each xdist
+# worker's share, so the parallel run does not end with one worker alone on a long test.
+HEAVY = (
+    "tests/api/test_fuzz.py",
+    "tests/test_readme.py",
+    "tests/test_embedded_smoke.py",
+    "tests/onboarding/test_durability.py",
+    "tests/test_engine_budget.py",
+    "tests/test_benchmarks_run.py",
+    "tests/maas/test_simulator.py::test_ten_thousand",
+    "tests/test_regions_workers.py",
+    "tests/admin/test_browser.py",
+    "tests/onboarding/test_hardware_fleet.py",
+    "tests/onboarding/test_sealed_vault.py",
+    "tests/decommission/test_recovery.py::test_kill_9",
+    "tests/test_settings_env.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    heavy = [item for item in items if item.nodeid.startswith(HEAVY)]
+    if not heavy or len(heavy) == len(items):
+        return
+    light = [item for item in items if not item.nodeid.startswith(HEAVY)]
+    half = len(items) // 2
+    first, second = heavy[0::2], heavy[1::2]
+    head = light[: max(half - len(first), 0)]
+    items[:] = first + head + second + light[len(head) :]

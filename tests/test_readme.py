@@ -63,7 +63,7 @@ def test_readme_journeys_as_written_end_with_succeeded_onboardings(tmp_path: Pat
     env = embedded_env(data)
     runner = subprocess.Popen(
         [sys.executable, "manage.py", "run_embedded", "--port", str(port), "--maas-port",
-         str(maas_port), "--concurrency", "2", "--no-demo"],
+         str(maas_port), "--concurrency", "2", "--no-demo", "--time-scale", "120"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )  # fmt: skip

@@ -137,7 +137,9 @@ def test_poison_stage_ends_failed_worker_lost(flow_site: Flow, workers: Workers)
     attempts instead of looping forever."""
     flow = flow_site
     flow.sim.add(hostname="k05", status="new", power_address="10.12.0.5")
-    flow.sim.faults({"kind": "slow", "count": 50, "op": "commission", "delay": 30.0})
+    # the simulator applies a slow call after its delay even when the caller is gone: an hour,
+    # so that no commission of a killed worker lands later and lets a next execution succeed
+    flow.sim.faults({"kind": "slow", "count": 50, "op": "commission", "delay": 3600.0})
     wf = start(flow, "k05", "10.12.0.5")
     deaths = 0
     while deaths < 8:

@@ -140,15 +140,22 @@ def worker(sweeper: None) -> Iterator[None]:
 
     from config import celery_app
 
-    with start_worker(
-        celery_app,
-        pool="threads",
-        concurrency=4,
-        perform_ping_check=False,
-        loglevel="WARNING",
-        shutdown_timeout=20,
-    ):
-        yield
+    # The worker thread ends when its wait for a message ends: Redis's BRPOP waits
+    # ``polling_interval`` (kombu's default 1 s, paid by every test at teardown).
+    options = celery_app.conf.broker_transport_options
+    celery_app.conf.broker_transport_options = {**options, "polling_interval": 0.1}
+    try:
+        with start_worker(
+            celery_app,
+            pool="threads",
+            concurrency=4,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=20,
+        ):
+            yield
+    finally:
+        celery_app.conf.broker_transport_options = options
     connections.close_all()
     # the pool's threads are gone but their connections (reference cycles) stay open until a
     # collection: a few per test, which a run of whole-workflow tests piles up to PostgreSQL's limit
