@@ -49,9 +49,7 @@ def _quarantine(wf: Decommission) -> None:
             maas_system_id=wf.maas_system_id,
             reason=wf.reason or "disks not known to be erased",
             report=wf.erase_evidence or {},
-            timeline=[
-                dict(e) for e in wf.events.order_by("id").values("at", "kind", "stage", "message")
-            ],
+            timeline=evidence_services.timeline_of(wf),
         )
         KIND.add_event(
             wf,

@@ -60,9 +60,7 @@ def _quarantine(wf: Onboarding) -> None:
         maas_system_id=wf.maas_system_id,
         reason=wf.reason,
         report=report,
-        timeline=[
-            dict(e) for e in wf.events.order_by("id").values("at", "kind", "stage", "message")
-        ],
+        timeline=evidence_services.timeline_of(wf),
     )
     KIND.add_event(
         wf,

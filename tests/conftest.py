@@ -92,9 +92,18 @@ def _own_metric_files() -> Iterator[None]:
         path.unlink(missing_ok=True)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
+    """The test database as pytest-django makes it, with what its migrations seeded kept for
+    every flush to restore (tests/support/fastflush.py)."""
+    with django_db_blocker.unblock():
+        fastflush.snapshot()
+
+
 # The tests that take tens of seconds each (whole stacks started as processes, fuzzing, kill -9
 # drills; `pytest --durations=40` lists them). They run first, one half at the head of each xdist
-# worker's share, so the parallel run does not end with one worker alone on a long test.
+# worker's share, so a parallel run does not end with one worker alone on a long test. (Safe for
+# database tests that run after them: every flush restores what the migrations seeded.)
 HEAVY = (
     "tests/api/test_fuzz.py",
     "tests/test_readme.py",
@@ -108,16 +117,15 @@ HEAVY = (
     "tests/onboarding/test_hardware_fleet.py",
     "tests/onboarding/test_sealed_vault.py",
     "tests/decommission/test_recovery.py::test_kill_9",
-    "tests/test_settings_env.py",
 )
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-django has put database tests in its order
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     heavy = [item for item in items if item.nodeid.startswith(HEAVY)]
     if not heavy or len(heavy) == len(items):
         return
     light = [item for item in items if not item.nodeid.startswith(HEAVY)]
-    half = len(items) // 2
     first, second = heavy[0::2], heavy[1::2]
-    head = light[: max(half - len(first), 0)]
+    head = light[: max(len(items) // 2 - len(first), 0)]
     items[:] = first + head + second + light[len(head) :]

@@ -14,6 +14,13 @@ from maas_domain.models import Node, QuarantineEvidence
 TIMELINE_KEPT = 300  # the workflow's latest timeline entries frozen with the evidence
 
 
+def timeline_of(workflow: Any) -> list[dict[str, Any]]:
+    """A workflow's timeline so far (any kind's ``events``), oldest first, for ``freeze``."""
+    return [
+        dict(e) for e in workflow.events.order_by("id").values("at", "kind", "stage", "message")
+    ]
+
+
 def freeze(
     *,
     node: Node,
