@@ -48,6 +48,7 @@ from benchmarks.stack import (
     drop_db,
     recreate_db,
     scratch_db,
+    seed_site,
 )
 
 DB = f"{scratch_db('bench_fleet')}_{os.getpid()}"
@@ -109,40 +110,11 @@ def setup_sites(sims: list[SimulatorProcess]) -> None:
     import django
 
     django.setup()
-    from maas_client.client import MaasClient
-    from maas_domain.models import MaasSite, Node, Sku
-    from maas_domain.services.credentials import site_credentials_write
+    from maas_domain.models import Sku
 
     sku = Sku.objects.create(code="bench", name="bench")
     for n, sim in enumerate(sims):
-        client = MaasClient(sim.url, sim.KEY, read_timeout=300)
-        machines = client.machine_summaries()  # also warms the simulator's JSON cache
-        power = client.power_addresses()
-        client.close()
-        site = MaasSite.objects.create(name=f"dc{n:02d}", maas_url=sim.url, maas_user="admin")
-        site_credentials_write(actor=None, site=site, payload={"maas_api_key": sim.KEY})
-        known = len(machines) - len(machines) // 100  # the rest are leaks
-        drifting = known // 100
-        nodes = []
-        for i, m in enumerate(machines[:known]):
-            hostname, ip, sid = m.hostname, power[m.system_id], m.system_id
-            if i < drifting // 3:
-                hostname = f"{hostname}-ours"
-            elif i < 2 * drifting // 3:
-                ip = f"10.99.{i // 250}.{i % 250 + 1}"
-            elif i < drifting:
-                sid = f"gone{i}"
-            nodes.append(
-                Node(
-                    site=site,
-                    sku=sku,
-                    hostname=hostname,
-                    ipmi_ip=ip,
-                    maas_system_id=sid,
-                    state="active",
-                )
-            )
-        Node.objects.bulk_create(nodes, batch_size=2000)
+        seed_site(f"dc{n:02d}", sim.url, sim.KEY, sku)  # 1% of each site's machines leak
     from django.db import connection
 
     connection.close()

@@ -28,6 +28,7 @@ from benchmarks.stack import (
     drop_db,
     recreate_db,
     scratch_db,
+    seed_site,
 )
 
 MACHINES = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
@@ -49,8 +50,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from maas_client.client import MaasClient
-from maas_domain.models import MaasSite, Node, Sku
-from maas_domain.services.credentials import site_credentials_write
+from maas_domain.models import Sku
 from reconciliation import services
 from reconciliation.models import DriftRecord
 
@@ -98,34 +98,9 @@ def main() -> None:
 
 
 def run(sim: SimulatorProcess) -> None:
-    client = MaasClient(sim.url, KEY, read_timeout=300)
-    machines = client.machine_summaries()
-    power = client.power_addresses()
-    client.close()
-    site = MaasSite.objects.create(name="bench", maas_url=sim.url, maas_user="admin")
-    site_credentials_write(actor=None, site=site, payload={"maas_api_key": KEY})
     sku = Sku.objects.create(code="bench", name="bench")
-    drifting = MACHINES // 100
-    nodes = []
-    for i, m in enumerate(machines[:MACHINES]):  # the last 100 machines stay unknown
-        hostname, ip, sid = m.hostname, power[m.system_id], m.system_id
-        if i < drifting // 3:
-            hostname = f"{hostname}-ours"
-        elif i < 2 * drifting // 3:
-            ip = f"10.99.{i // 250}.{i % 250 + 1}"  # one BMC per live node: distinct addresses
-        elif i < drifting:
-            sid = f"gone{i}"
-        nodes.append(
-            Node(
-                site=site,
-                sku=sku,
-                hostname=hostname,
-                ipmi_ip=ip,
-                maas_system_id=sid,
-                state="active",
-            )
-        )
-    Node.objects.bulk_create(nodes, batch_size=2000)
+    # the last 100 machines stay unknown
+    site, drifting = seed_site("bench", sim.url, KEY, sku, known=MACHINES)
     print(
         f"reconcile bench: {MACHINES:,} nodes, {MACHINES + 100:,} MAAS machines, "
         f"{drifting} drifting nodes, 100 unknown machines (Deployed to our user: leaks)"

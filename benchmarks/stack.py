@@ -582,3 +582,35 @@ Sku.objects.create(code="k", name="k")
 assert site_probe(actor=admin, site_id=site.pk)["health"] == "healthy"
 print(api_token_create(actor=None, user=admin, name="bench", scope="admin")[1])
 """
+
+
+def seed_site(name: str, url: str, key: str, sku: Any, known: int | None = None) -> tuple[Any, int]:
+    """A site on the simulator at ``url`` with an active node for each of its first ``known``
+    machines (default: all but 1%); the rest stay unknown. 1% of the nodes drift (a third each:
+    our hostname differs, our BMC address differs, our system id is gone from MAAS). Returns the
+    site and how many nodes drift. Call with Django set up."""
+    from maas_client.client import MaasClient
+    from maas_domain.models import MaasSite, Node
+    from maas_domain.services.credentials import site_credentials_write
+
+    client = MaasClient(url, key, read_timeout=300)
+    machines = client.machine_summaries()  # also warms the simulator's JSON cache
+    power = client.power_addresses()
+    client.close()
+    site = MaasSite.objects.create(name=name, maas_url=url, maas_user="admin")
+    site_credentials_write(actor=None, site=site, payload={"maas_api_key": key})
+    known = len(machines) - len(machines) // 100 if known is None else known
+    drifting = known // 100
+    nodes = []
+    for i, m in enumerate(machines[:known]):
+        hostname, ip, sid = m.hostname, power[m.system_id], m.system_id
+        if i < drifting // 3:
+            hostname = f"{hostname}-ours"
+        elif i < 2 * drifting // 3:
+            ip = f"10.99.{i // 250}.{i % 250 + 1}"  # one BMC per live node: distinct addresses
+        elif i < drifting:
+            sid = f"gone{i}"
+        nodes.append(Node(site=site, sku=sku, hostname=hostname, ipmi_ip=ip,
+                          maas_system_id=sid, state="active"))  # fmt: skip
+    Node.objects.bulk_create(nodes, batch_size=2000)
+    return site, drifting
