@@ -44,7 +44,7 @@ class Target:
 TARGETS: dict[str, Target] = {
     "urlsafety": Target(("maas_domain/urlsafety.py",), ("tests/test_urlsafety.py",)),
     "policy": Target(("maas_domain/policy.py",), ("tests/test_policy.py",)),
-    "compare": Target(("reconciliation/compare.py",), ("tests/reconciliation/test_drift.py",)),
+    "compare": Target(("reconciliation/compare.py",), ("tests/reconciliation/test_compare.py",)),
     "verbs": Target(("workflows/verbs.py",), ("tests/workflow/test_verbs.py",)),
     "step": Target(
         ("workflows/step.py",), ("tests/workflow/test_engine.py", "tests/workflow/test_chain.py")
