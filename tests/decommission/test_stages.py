@@ -157,3 +157,280 @@ def test_a_disk_the_wipe_could_not_erase_holds_and_is_named(bench: Bench) -> Non
     assert disks == {"nvme0n1": "erased", "nvme1n1": "failed"}
     assert result.updates["erase_evidence"]["result_status"] == "Passed"
     assert "erase.unproven" in [e[0] for e in events]
+
+
+# What an operator would notice if a rule of the decommission stages went missing.
+
+
+def step(wf: Decommission, stage: str = "release") -> Any:
+    """One step of ``stage`` recorded as the engine records it (its scratch data kept)."""
+    return run_stage("decommission", wf, stage, record=True)
+
+
+def erasing_since(wf: Decommission, seconds_ago: float) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    wf.refresh_from_db()
+    since = (timezone.now() - timedelta(seconds=seconds_ago)).isoformat()
+    Decommission.objects.filter(pk=wf.pk).update(
+        stage_data={**wf.stage_data, "erasing_since": since}
+    )
+
+
+def kinds(events: list[Any]) -> list[str]:
+    return [kind for kind, _, _ in events]
+
+
+def test_an_erase_stuck_past_the_policy_limit_counts_as_failed(bench: Bench) -> None:
+    bench.policy(erase_stuck_seconds=60, release_fallback_allowed=False)
+    wf = decommission(bench, "s1", faults={"release_stuck": True})
+    assert type(step(wf)[0]).__name__ == "Wait"  # release sent; MAAS starts erasing
+    result, _ = step(wf)
+    assert (type(result).__name__, result.message) == ("Wait", "erasing disks")
+    assert 60 < result.check_in <= 61  # woken when the erase becomes stuck, not 10 min later
+    erasing_since(wf, 59)
+    assert type(step(wf)[0]).__name__ == "Wait"  # not yet
+    erasing_since(wf, 61)
+    result, events = step(wf)
+    assert (type(result).__name__, result.failure_class) == ("Hold", "erase_failed")
+    assert result.message == (
+        "disk erase failed (Disk erasing for more than 60s) and policy forbids the no-erase "
+        "fallback: machine left Disk erasing in MAAS; disks NOT erased; node quarantined"
+    )
+    assert "erase.failed" in kinds(events)
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release"]
+
+
+def test_a_stuck_erase_is_aborted_then_the_next_step_marks_the_machine_broken(
+    bench: Bench,
+) -> None:
+    """Once the erase failed, the stage runs only the fallback: it never counts a machine
+    MAAS shows afterwards as released, and never re-judges the erase."""
+    bench.policy(erase_stuck_seconds=60, release_fallback_allowed=True)
+    wf = decommission(bench, "s2", faults={"release_stuck": True})
+    step(wf)
+    step(wf)
+    erasing_since(wf, 61)
+    result, events = step(wf)
+    assert (type(result).__name__, result.message) == (
+        "Wait",
+        "fallback: waiting for the erase to stop",
+    )
+    assert kinds(events)[-3:] == ["erase.failed", "fallback.started", "fallback.step"]
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
+    bench.sim.advance(120)  # the abort lands: Failed disk erasing
+    result, events = step(wf)
+    assert (type(result).__name__, result.failure_class, result.updates) == (
+        "Hold",
+        "erase_failed",
+        {"erased": False, "fallback_used": True},
+    )
+    assert result.message == (
+        "disk erase failed (Disk erasing for more than 60s); the fallback left the machine "
+        "Broken in MAAS (out of the Ready pool): disks NOT erased; node quarantined"
+    )
+    assert "erase.failed" not in kinds(events)
+    assert bench.sim.mutations(wf.maas_system_id) == [
+        "machine.release",
+        "machine.abort",
+        "machine.mark_broken",
+    ]
+
+
+def test_a_failed_erase_with_the_fallback_marks_the_machine_broken(bench: Bench) -> None:
+    bench.policy(release_fallback_allowed=True)
+    wf = decommission(bench, "s3", faults={"erase_failure": [1]})
+    step(wf)
+    bench.sim.advance(7200)
+    result, events = step(wf)
+    assert (type(result).__name__, result.failure_class) == ("Hold", "erase_failed")
+    assert "the fallback left the machine Broken in MAAS" in result.message
+    messages = [m for kind, m, _ in events if kind == "fallback.step"]
+    assert messages[0] == "abort: nothing in flight (MAAS shows Failed disk erasing)"
+    assert messages[1].startswith("mark-broken (keeps the unerased machine out of the Ready pool)")
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.mark_broken"]
+
+
+def test_a_ready_machine_is_allocated_so_maas_can_erase_it(bench: Bench) -> None:
+    wf = decommission(bench, "s4", status="ready")
+    result, events = run(wf, "release")
+    assert (type(result).__name__, result.message) == ("Wait", "releasing")
+    assert bench.sim.mutations()[-2:] == ["machines.allocate", "machine.release"]
+    assert (
+        "maas.action",
+        "allocated the Ready machine so MAAS can erase its disks: Allocated",
+    ) in [(k, m) for k, m, _ in events]
+    [sent] = bench.sim.sent("machine.release", wf.maas_system_id)
+    assert (sent["erase"], sent["quick_erase"]) == ("true", "true")
+
+
+def test_a_ready_machine_that_needs_no_erase_is_released_as_it_is(bench: Bench) -> None:
+    wf = decommission(bench, "s5", status="ready")
+    Decommission.objects.filter(pk=wf.pk).update(erase_mode="none")
+    result, _ = run(wf, "release")
+    assert (type(result).__name__, result.message, result.updates) == (
+        "Done",
+        "released: MAAS shows Ready; no erase (policy erase_mode none)",
+        {"erased": None},
+    )
+    assert bench.sim.mutations(wf.maas_system_id) == []
+
+
+def test_a_machine_erased_earlier_in_the_workflow_is_not_erased_again(bench: Bench) -> None:
+    wf = decommission(bench, "s6", status="ready")
+    Decommission.objects.filter(pk=wf.pk).update(erased=True)
+    result, _ = run(wf, "release")
+    assert (type(result).__name__, result.message, result.updates) == (
+        "Done",
+        "released: MAAS shows Ready; disks were erased earlier in this workflow",
+        {"erased": True},
+    )
+    assert bench.sim.mutations(wf.maas_system_id) == []
+
+
+def test_a_machine_maas_cannot_release_fails(bench: Bench) -> None:
+    wf = decommission(bench, "s7", status="new")
+    result, _ = run(wf, "release")
+    assert (type(result).__name__, result.failure_class, result.message) == (
+        "Fail",
+        "unexpected_state",
+        "machine is New in MAAS; cannot release it",
+    )
+    assert bench.sim.mutations(wf.maas_system_id) == []
+
+
+def test_a_release_in_progress_is_waited_for(bench: Bench) -> None:
+    wf = decommission(bench, "s8", faults={"release_stuck": True})
+    Decommission.objects.filter(pk=wf.pk).update(erase_mode="none")
+    step(wf)
+    result, _ = step(wf)
+    assert (type(result).__name__, result.message, result.check_in) == ("Wait", "releasing", 600)
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release"]
+
+
+def test_preflight_names_every_problem_at_once(bench: Bench) -> None:
+    bench.policy(erase_mode="none")
+    wf = decommission(bench, "s9")
+    Allocation.objects.create(node=wf.node, holder="tenant-9")
+    Decommission.objects.filter(pk=wf.pk).update(maas_system_id="", hostname="nobody")
+    result, _ = run(wf, "preflight")
+    alloc = Allocation.objects.get(node=wf.node)
+    assert result.data["problems"] == [
+        "policy erase_mode is none: storage cleanup needs quick or secure",
+        f"node has active allocations: {alloc.pk} (tenant-9); drain them or start again "
+        "with force_release",
+        "no MAAS machine matches nobody (system id '')",
+    ]
+    assert result.message == "; ".join(result.data["problems"])
+
+
+def test_a_reimage_needs_an_active_profile(bench: Bench) -> None:
+    wf = decommission(bench, "s10", Mode.REIMAGE)
+    bench.profile.status = "retired"
+    bench.profile.save()
+    result, _ = run(wf, "preflight")
+    assert result.data["problems"] == ["reimage needs an active profile to deploy"]
+
+
+def test_preflight_finds_a_machine_by_hostname_when_its_recorded_id_is_gone(
+    bench: Bench,
+) -> None:
+    wf = decommission(bench, "s11")
+    sid = wf.maas_system_id
+    Decommission.objects.filter(pk=wf.pk).update(maas_system_id="gone00")
+    result, events = run(wf, "preflight")
+    assert (type(result).__name__, result.updates["maas_system_id"]) == ("Done", sid)
+    assert ("maas.observed", "recorded machine gone00 is gone from MAAS") in [
+        (k, m) for k, m, _ in events
+    ]
+
+
+def test_preflight_fails_closed_when_two_machines_share_the_hostname(bench: Bench) -> None:
+    bench.sim.model.allow_duplicate_hostnames = True
+    wf = decommission(bench, "s12")
+    sid = wf.maas_system_id
+    other = bench.sim.add(hostname="s12", status="ready")
+    Decommission.objects.filter(pk=wf.pk).update(maas_system_id="")
+    result, events = run(wf, "preflight")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "preflight")
+    observed = [m for k, m, _ in events if k == "maas.observed"]
+    assert observed in (
+        [f"2 MAAS machines are named s12: {sid}, {other}"],
+        [f"2 MAAS machines are named s12: {other}, {sid}"],
+    )
+
+
+def test_drain_refuses_a_node_that_is_not_in_service(bench: Bench) -> None:
+    wf = decommission(bench, "s13")
+    Node.objects.filter(pk=wf.node_id).update(state="registered")
+    result, _ = run(wf, "drain")
+    assert (type(result).__name__, result.failure_class, result.message) == (
+        "Fail",
+        "node_state",
+        "node is registered; it cannot be drained",
+    )
+    Node.objects.filter(pk=wf.node_id).update(state="quarantined")
+    assert run(wf, "drain")[0].message == "node drained from its pool (was quarantined)"
+
+
+def test_retire_of_a_machine_already_gone(bench: Bench) -> None:
+    wf = decommission(bench, "s14", Mode.FULL, status="ready")
+    Decommission.objects.filter(pk=wf.pk).update(maas_system_id="gone00")
+    result, _ = run(wf, "retire")
+    assert (result.message, result.updates) == (
+        "machine already gone from MAAS",
+        {"machine_deleted": True},
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "erased", "message"),
+    [
+        (Mode.REIMAGE, None, "reimage complete; no erase (policy)"),
+        (Mode.FULL, True, "full complete; disks erased"),
+        (Mode.FULL, False, "full complete; disks NOT erased"),
+    ],
+)
+def test_complete_says_what_became_of_the_disks(
+    bench: Bench, mode: str, erased: bool | None, message: str
+) -> None:
+    wf = decommission(bench, f"s15{mode}{erased}", mode)
+    Decommission.objects.filter(pk=wf.pk).update(erased=erased)
+    assert run(wf, "complete")[0].message == message
+
+
+def test_cancel_aborts_an_erase_once(bench: Bench) -> None:
+    wf = decommission(bench, "s16", faults={"release_stuck": True})
+    step(wf)
+    result, _ = run(wf, "cancel")
+    assert (type(result).__name__, result.message) == ("Done", "cancelled; MAAS shows Disk erasing")
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
+
+
+def test_cancel_leaves_a_deployed_machine_alone(bench: Bench) -> None:
+    wf = decommission(bench, "s17")
+    result, _ = run(wf, "cancel")
+    assert result.message == "cancelled; MAAS shows Deployed"
+    Decommission.objects.filter(pk=wf.pk).update(maas_system_id="")
+    assert run(wf, "cancel")[0].message == "cancelled before MAAS was touched"
+    assert bench.sim.mutations() == []
+
+
+def test_reset_aborts_an_erase_and_forgets_the_last_attempt(bench: Bench) -> None:
+    wf = decommission(bench, "s18", faults={"release_stuck": True})
+    step(wf)
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.updates) == (
+        "Done",
+        {"erased": None, "fallback_used": False, "release_requested": False},
+    )
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
+    Decommission.objects.filter(pk=wf.pk).update(maas_system_id="gone00")
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.failure_class, result.message) == (
+        "Fail",
+        "not_in_maas",
+        "machine gone00 is gone from MAAS",
+    )
