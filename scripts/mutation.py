@@ -54,7 +54,11 @@ TARGETS: dict[str, Target] = {
     ),
     "onboarding-stages": Target(
         ("onboarding/stages/*.py",),
-        ("tests/onboarding/test_stages.py", "tests/onboarding/test_hardware_stages.py"),
+        (
+            "tests/onboarding/test_stages.py",
+            "tests/onboarding/test_hardware_stages.py",
+            "tests/onboarding/test_live_stages.py",
+        ),
     ),
 }
 
