@@ -260,6 +260,7 @@ def test_a_workflow_is_not_reopened_while_another_one_holds_its_node(
         refused.value.message == "node h1 has another open workflow; this one cannot be reopened."
     )
     assert [w["id"] for w in refused.value.extra["open_workflows"]] == [other.pk]
+    assert refused.value.extra["current_state"] == VERBS[verb].sources[0]
     old.refresh_from_db()
     assert (old.state, old.stage) == (VERBS[verb].sources[0], "second")
     FakeWorkflow.objects.filter(pk=other.pk).update(state=W.SUCCEEDED)
@@ -369,6 +370,11 @@ def test_a_stage_that_does_not_apply_is_not_in_the_plan(start: Any, apply: Any) 
     assert apply(wf, "rerun", dry_run=True)["maas_calls"] == ["first: get_machine"]
 
 
+def test_a_current_stage_that_no_longer_applies_plans_from_the_top(start: Any, apply: Any) -> None:
+    wf = put(start(skip_second=True), W.FAILED, stage="second")
+    assert apply(wf, "retry", dry_run=True)["maas_calls"] == ["first: get_machine"]
+
+
 def test_restart_clean_may_be_rehearsed_without_confirmation(start: Any, apply: Any) -> None:
     wf = put(start(), W.FAILED)
     assert apply(wf, "restart-clean", dry_run=True)["from_stage"] == "reset"
@@ -453,12 +459,16 @@ def held(start: Any, site: MaasSite) -> FakeWorkflow:
 
 
 def test_a_node_a_tenant_holds_is_not_worked_on_again(held: FakeWorkflow, apply: Any) -> None:
+    from maas_domain.models import Allocation
+
     with pytest.raises(Conflict) as refused:
         apply(held, "retry")
-    assert refused.value.message.startswith(
-        "retry would run MAAS work on h1, which a tenant holds (allocation "
+    [allocation] = Allocation.objects.filter(node=held.node)
+    assert refused.value.message == (
+        f"retry would run MAAS work on h1, which a tenant holds (allocation {allocation.pk}, "
+        "tenant-7); release it first, or an admin forces the verb with a reason."
     )
-    assert refused.value.extra["allocations"][0]["holder"] == "tenant-7"
+    assert refused.value.extra["allocations"] == [{"id": allocation.pk, "holder": "tenant-7"}]
     held.refresh_from_db()
     assert held.state == W.FAILED
     with pytest.raises(InvalidInput) as no_reason:
