@@ -310,6 +310,83 @@ def test_cancel_aborts_a_commissioning_machine(bench: Bench) -> None:
     assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
 
 
+def test_cancel_waits_until_maas_has_stopped_before_it_ends(bench: Bench) -> None:
+    """Cancelled means MAAS is no longer working on the machine: not while it still shows
+    commissioning after the abort was sent, and the abort is sent once."""
+    sid = bench.sim.add(hostname="x2", status="new")
+    wf = onboarding(bench, "x2", "10.1.0.25", maas_system_id=sid)
+    run(wf, "commission")
+    first, events = run_stage("onboarding", wf, "cancel", record=True)
+    assert (type(first).__name__, first.message, first.check_in) == ("Wait", "aborting", 600)
+    assert ("maas.action", "aborted Commissioning") in [(k, m) for k, m, _ in events]
+    bench.sim.advance(1)  # the abort lands (New); then, as if MAAS were slower, commissioning
+    sim = bench.sim.model
+    with sim.lock:
+        sim.set_status(sim.machines[sid], S.COMMISSIONING)
+    again, _ = run_stage("onboarding", wf, "cancel", record=True)
+    assert (type(again).__name__, again.message, again.check_in) == ("Wait", "aborting", 600)
+    assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
+    with sim.lock:
+        sim.set_status(sim.machines[sid], S.NEW)
+    done, _ = run_stage("onboarding", wf, "cancel")
+    assert (type(done).__name__, done.message) == ("Done", "cancelled; MAAS shows New")
+    assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
+
+
+def test_cancel_releases_an_allocation_it_holds_once(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="x3", status="allocated")
+    wf = onboarding(bench, "x3", "10.1.0.26", maas_system_id=sid)
+    result, events = run(wf, "cancel")
+    assert (type(result).__name__, result.message) == ("Done", "cancelled; MAAS shows Allocated")
+    assert ("maas.action", "released the allocation") in [(k, m) for k, m, _ in events]
+    assert bench.sim.mutations(sid) == ["machine.release"]
+    wf2 = onboarding(bench, "x4", "10.1.0.27")
+    assert run(wf2, "cancel")[0].message == "cancelled before MAAS was touched"
+
+
+def test_reset_leaves_a_machine_it_did_not_create(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="r2", status="ready")
+    wf = onboarding(bench, "r2", "10.1.0.28", maas_system_id=sid)
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        "machine left Ready in MAAS (not created by this workflow)",
+    )
+    assert bench.sim.mutations(sid) == []
+
+
+def test_reset_releases_an_allocated_machine_then_aborts_nothing_twice(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="r3", status="allocated")
+    wf = onboarding(bench, "r3", "10.1.0.29", maas_system_id=sid, created_machine=True)
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.message, result.status) == (
+        "Wait",
+        "releasing before reset",
+        int(S.RELEASING),
+    )
+    assert bench.sim.mutations(sid) == ["machine.release"]
+
+
+def test_reset_of_a_machine_already_gone(bench: Bench) -> None:
+    wf = onboarding(bench, "r4", "10.1.0.30", maas_system_id="gone00", created_machine=True)
+    result, _ = run(wf, "reset")
+    assert (result.message, result.updates) == (
+        "machine already gone from MAAS",
+        {"maas_system_id": "", "created_machine": False},
+    )
+    wf2 = onboarding(bench, "r5", "10.1.0.31")
+    assert run(wf2, "reset")[0].message == "nothing to undo in MAAS"
+
+
+def test_reset_aborts_a_commissioning_machine_before_anything_else(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="r6", status="new")
+    wf = onboarding(bench, "r6", "10.1.0.32", maas_system_id=sid, created_machine=True)
+    run(wf, "commission")
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.message) == ("Wait", "aborting before reset")
+    assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
+
+
 def test_a_changed_maas_url_fails_the_stage_at_once_naming_the_confirmation(
     bench: Bench,
 ) -> None:
