@@ -288,9 +288,12 @@ def test_a_failed_burn_in_fails_closed_naming_script_exit_and_output(bench: Benc
     accepting(bench)
     sid = machine(bench, "ac2", faults={"script_fails": [BURN]})
     wf = onboarding(bench, "ac2", "10.6.1.2", maas_system_id=sid)
-    result, _ = until_done(wf, bench)
+    result, events = until_done(wf, bench)
     assert (type(result).__name__, result.failure_class) == ("Fail", "acceptance_failed")
     assert BURN in result.message and "exit 1" in result.message
+    assert result.data == {"failed": [BURN]}  # what the timeline and the alert name
+    [failed] = [data for kind, _, data in events if kind == "acceptance.failed"]
+    assert set(failed["failed"]) == {BURN}
     failing = [r for r in result.updates["acceptance_report"]["results"] if not r["passed"]]
     assert [r["script"] for r in failing] == [BURN]
     assert failing[0]["exit_status"] == 1 and failing[0]["output_excerpt"]

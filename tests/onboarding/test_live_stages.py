@@ -221,7 +221,14 @@ def test_a_failure_the_node_reported_fails_enrollment_with_its_own_class(
     )
     result, _ = run(wf, "enrollment")
     assert (name(result), result.failure_class) == ("Fail", failure)
-    assert label in result.message and "run.sh exited 3" in result.message
+    assert result.message == f"the {label} failed on the node: run.sh exited 3"
+    assert result.data == {"reported": failure, "detail": "run.sh exited 3"}
+
+
+def test_a_node_failure_without_detail_says_so(bench: Bench) -> None:
+    wf = onboarding(bench, "n-nodetail", "10.5.2.6", node_failure="agent_start")
+    result, _ = run(wf, "enrollment")
+    assert result.message == "the node agent failed on the node: (no detail)"
 
 
 # -- rerun and adopt take MAAS's truth ------------------------------------------------------------
