@@ -21,8 +21,9 @@ def decommission(
     bench: Bench, hostname: str, mode: str = Mode.STORAGE_CLEANUP, **machine: Any
 ) -> Decommission:
     machine.setdefault("status", "deployed")
+    ipmi = machine.pop("ipmi", "10.2.0.1")
     sid = bench.sim.add(hostname=hostname, **machine)
-    node = bench.node(hostname, "10.2.0.1", maas_system_id=sid, state="active")
+    node = bench.node(hostname, ipmi, maas_system_id=sid, state="active")
     return Decommission.objects.create(
         site=bench.site,
         node=node,
@@ -434,3 +435,205 @@ def test_reset_aborts_an_erase_and_forgets_the_last_attempt(bench: Bench) -> Non
         "not_in_maas",
         "machine gone00 is gone from MAAS",
     )
+
+
+def test_release_keeps_what_the_erase_must_account_for_before_sending_it(bench: Bench) -> None:
+    wf = decommission(bench, "t1")
+    run(wf, "release")
+    assert wf.erase_evidence["mode"] == "quick"
+    assert wf.erase_evidence["outcome"] == "requested"
+    assert {d["name"] for d in wf.erase_evidence["disks"]} == {"nvme0n1", "nvme1n1"}
+    none = decommission(bench, "t2", ipmi="10.2.0.2")
+    Decommission.objects.filter(pk=none.pk).update(erase_mode="none")
+    run(none, "release")
+    assert none.release_requested is True and not none.erase_evidence
+
+
+def set_status(bench: Bench, sid: str, status: S) -> None:
+    sim = bench.sim.model
+    with sim.lock:
+        sim.set_status(sim.machines[sid], status)
+
+
+def test_a_release_maas_has_not_started_is_waited_for_not_sent_again(bench: Bench) -> None:
+    wf = decommission(bench, "t3", faults={"release_stuck": True})
+    step(wf)
+    set_status(bench, wf.maas_system_id, S.DEPLOYED)
+    result, _ = step(wf)
+    assert (type(result).__name__, result.message, result.check_in) == (
+        "Wait",
+        "waiting for MAAS to start the release",
+        30,
+    )
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release"]
+
+
+def test_a_release_maas_failed_fails_the_stage(bench: Bench) -> None:
+    wf = decommission(bench, "t4", faults={"release_stuck": True})
+    step(wf)
+    set_status(bench, wf.maas_system_id, S.FAILED_RELEASING)
+    result, _ = step(wf)
+    assert (type(result).__name__, result.failure_class) == ("Fail", "release_failed")
+    assert result.message.startswith("MAAS could not release the machine: ")
+
+
+def test_reset_says_the_next_attempt_starts_from_preflight(bench: Bench) -> None:
+    wf = decommission(bench, "t5")
+    result, _ = run(wf, "reset")
+    assert result.message == "reset: the next attempt starts from preflight"
+    assert bench.sim.mutations() == []
+
+
+def test_cancel_says_what_it_aborted(bench: Bench) -> None:
+    wf = decommission(bench, "t6", faults={"release_stuck": True})
+    step(wf)
+    _, events = run(wf, "cancel")
+    assert ("maas.action", "aborted Disk erasing") in [(k, m) for k, m, _ in events]
+
+
+# -- the reimage child and adopt ---------------------------------------------------------------
+
+
+def test_redeploy_starts_one_child_onboarding_and_follows_it(bench: Bench) -> None:
+    from onboarding.models import Onboarding
+
+    wf = decommission(bench, "t7", Mode.REIMAGE)
+    Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
+    result, events = run(wf, "redeploy")
+    child = Onboarding.objects.get(pk=wf.reimage_onboarding_id)
+    assert (type(result).__name__, result.message) == (
+        "Wait",
+        f"redeploying through onboarding {child.pk}",
+    )
+    [(_, message, data)] = [e for e in events if e[0] == "reimage.started"]
+    assert data == {"onboarding_id": child.pk}
+    assert message.startswith(f"redeploying through onboarding {child.pk} (conformance")
+    assert (child.stage, child.checkpoint, child.parent_kind, child.parent_id) == (
+        "conformance",
+        "commission",
+        "decommission",
+        wf.pk,
+    )
+    assert (child.maas_system_id, child.node_id, child.hostname) == (
+        wf.maas_system_id,
+        wf.node_id,
+        "t7",
+    )
+    assert wf.reimage_attempt == wf.attempt
+    assert Node.objects.get(pk=wf.node_id).state == "provisioning"
+    assert type(run(wf, "redeploy")[0]).__name__ == "Wait"
+    assert Onboarding.objects.filter(parent_id=wf.pk).count() == 1  # not a second child
+
+    Onboarding.objects.filter(pk=child.pk).update(state="running", stage="deploy")
+    result, _ = run(wf, "redeploy")
+    assert result.message == f"onboarding {child.pk} is running at deploy"
+    Onboarding.objects.filter(pk=child.pk).update(state="succeeded")
+    result, _ = run(wf, "redeploy")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        f"onboarding {child.pk} redeployed and enrolled the node",
+    )
+
+
+def test_a_failed_or_cancelled_child_fails_the_redeploy_until_a_new_attempt(
+    bench: Bench,
+) -> None:
+    from onboarding.models import Onboarding
+
+    wf = decommission(bench, "t8", Mode.REIMAGE)
+    Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
+    run(wf, "redeploy")
+    child = wf.reimage_onboarding_id
+    Onboarding.objects.filter(pk=child).update(
+        state="failed", stage="deploy", reason="curtin failed", failure_class="deploy_failed"
+    )
+    result, _ = run(wf, "redeploy")
+    assert (type(result).__name__, result.failure_class, result.message, result.data) == (
+        "Fail",
+        "reimage",
+        f"redeploy failed in onboarding {child} at deploy: curtin failed",
+        {"onboarding_id": child, "onboarding_failure_class": "deploy_failed"},
+    )
+    Onboarding.objects.filter(pk=child).update(state="cancelled")
+    result, _ = run(wf, "redeploy")
+    assert (result.failure_class, result.message) == (
+        "reimage",
+        f"redeploy onboarding {child} was cancelled",
+    )
+    Decommission.objects.filter(pk=wf.pk).update(attempt=2)  # a retry of the stage
+    result, _ = run(wf, "redeploy")
+    assert type(result).__name__ == "Wait"
+    assert wf.reimage_onboarding_id != child and wf.reimage_attempt == 2
+
+
+def test_cancel_cancels_an_open_child_first(bench: Bench) -> None:
+    from onboarding.models import Onboarding
+
+    wf = decommission(bench, "t9", Mode.REIMAGE)
+    Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
+    run(wf, "redeploy")
+    child = wf.reimage_onboarding_id
+    Onboarding.objects.filter(pk=child).update(state="waiting", stage="deploy")
+    result, _ = run(wf, "cancel")
+    assert (type(result).__name__, result.message) == (
+        "Wait",
+        f"waiting for onboarding {child} to cancel",
+    )
+    assert Onboarding.objects.get(pk=child).state == "cancelling"
+    assert bench.sim.mutations() == []  # the child drives the machine, not us
+    Onboarding.objects.filter(pk=child).update(state="manual_intervention")
+    assert run(wf, "cancel")[0].message == "cancelled; MAAS shows Deployed"
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "erased", "stage"),
+    [
+        (Mode.REIMAGE, "ready", True, "redeploy"),
+        (Mode.FULL, "ready", True, "retire"),
+        (Mode.STORAGE_CLEANUP, "ready", True, "complete"),
+        (Mode.STORAGE_CLEANUP, "ready", None, "release"),
+        (Mode.STORAGE_CLEANUP, "deployed", None, "release"),
+    ],
+)
+def test_adopt_names_the_stage_that_matches_maas(
+    bench: Bench, mode: str, status: str, erased: bool | None, stage: str
+) -> None:
+    from decommission.stages import adopt_stage
+
+    wf = decommission(bench, f"t10{mode}{status}{erased}", mode, status=status)
+    Decommission.objects.filter(pk=wf.pk).update(erased=erased)
+    wf.refresh_from_db()
+    label = "Ready" if status == "ready" else "Deployed"
+    assert adopt_stage(wf) == (stage, {"maas_status": label, "adopted_stage": stage})
+
+
+def test_adopt_of_a_machine_gone_from_maas(bench: Bench) -> None:
+    from decommission.stages import adopt_stage
+    from maas_domain.errors import Conflict
+
+    full = decommission(bench, "t11", Mode.FULL)
+    Decommission.objects.filter(pk=full.pk).update(maas_system_id="gone00")
+    full.refresh_from_db()
+    assert adopt_stage(full) == (
+        "complete",
+        {"maas_status": "missing", "adopted_stage": "complete"},
+    )
+    cleanup = decommission(bench, "t12", ipmi="10.2.0.2")
+    Decommission.objects.filter(pk=cleanup.pk).update(maas_system_id="gone00")
+    cleanup.refresh_from_db()
+    with pytest.raises(Conflict) as refused:
+        adopt_stage(cleanup)
+    assert refused.value.message == "cannot adopt: the machine is gone from MAAS"
+
+
+def test_adopt_refuses_a_machine_in_a_state_no_stage_handles(bench: Bench) -> None:
+    from decommission.stages import adopt_stage
+    from maas_domain.errors import Conflict
+
+    wf = decommission(bench, "t13", status="new")
+    with pytest.raises(Conflict) as refused:
+        adopt_stage(wf)
+    assert refused.value.message == (
+        "cannot adopt: MAAS shows New; fix it in MAAS, or restart-clean"
+    )
+    assert refused.value.extra["maas_status"] == "New"
