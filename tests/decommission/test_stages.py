@@ -500,6 +500,7 @@ def test_redeploy_starts_one_child_onboarding_and_follows_it(bench: Bench) -> No
     wf = decommission(bench, "t7", Mode.REIMAGE)
     Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
     result, events = run(wf, "redeploy")
+    assert wf.reimage_onboarding_id is not None
     child = Onboarding.objects.get(pk=wf.reimage_onboarding_id)
     assert (type(result).__name__, result.message) == (
         "Wait",
@@ -544,6 +545,7 @@ def test_a_failed_or_cancelled_child_fails_the_redeploy_until_a_new_attempt(
     Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
     run(wf, "redeploy")
     child = wf.reimage_onboarding_id
+    assert child is not None
     Onboarding.objects.filter(pk=child).update(
         state="failed", stage="deploy", reason="curtin failed", failure_class="deploy_failed"
     )
@@ -573,6 +575,7 @@ def test_cancel_cancels_an_open_child_first(bench: Bench) -> None:
     Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
     run(wf, "redeploy")
     child = wf.reimage_onboarding_id
+    assert child is not None
     Onboarding.objects.filter(pk=child).update(state="waiting", stage="deploy")
     result, _ = run(wf, "cancel")
     assert (type(result).__name__, result.message) == (
