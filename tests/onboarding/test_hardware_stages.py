@@ -317,3 +317,23 @@ def test_acceptance_applies_only_when_policy_names_scripts(bench: Bench) -> None
     assert not acceptance_applies(wf)
     bench.policy(acceptance_scripts=[BURN])
     assert acceptance_applies(wf)
+
+
+def test_a_sku_that_states_no_hardware_is_conformant_by_its_own_words(bench: Bench) -> None:
+    bench.sku.gpu_count = 0
+    bench.sku.hardware = {}
+    bench.sku.save()
+    wf = onboarding(bench, "nohw1", "10.6.9.1")
+    result, _ = run_stage("onboarding", wf, "conformance")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        f"SKU {bench.sku.code} states no hardware requirements",
+    )
+    report = result.updates["hardware_report"]
+    assert (report["conformant"], report["checks"], report["note"]) == (
+        True,
+        [],
+        "the SKU states no hardware",
+    )
+    assert (report["sku"], report["sku_revision"]) == (bench.sku.code, bench.sku.revision)
+    assert bench.sim.mutations() == []

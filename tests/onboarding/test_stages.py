@@ -425,3 +425,36 @@ def test_a_stage_that_calls_maas_beyond_its_declaration_fails_the_stage_tests(
     sid = bench.sim.add(hostname="c9", status="new")
     with pytest.raises(AssertionError, match=r"commission: commission"):
         run(onboarding(bench, "c9", "10.1.0.99", maas_system_id=sid), "commission")
+
+
+def test_discover_refuses_a_machine_another_live_node_has(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="dl1", status="ready")
+    bench.node("other-node", "10.1.9.9", maas_system_id=sid, state="active")
+    wf = onboarding(bench, "dl1", "10.1.9.1")
+    result, _ = run(wf, "discover")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "ambiguous")
+    assert result.message.endswith(
+        f"MAAS machine {sid} is already live node other-node; one machine per live node "
+        "(retire or fix that node first)"
+    )
+    assert bench.sim.mutations() == []
+
+
+def test_adopt_reads_maas_and_names_the_stage(bench: Bench) -> None:
+    from maas_domain.errors import Conflict
+    from onboarding.stages import adopt_stage
+
+    assert adopt_stage(onboarding(bench, "ad1", "10.1.8.1")) == ("discover", {"maas_status": None})
+    gone = onboarding(bench, "ad2", "10.1.8.2", maas_system_id="gone00")
+    assert adopt_stage(gone) == ("discover", {"maas_status": "missing"})
+    ready = onboarding(bench, "ad3", "10.1.8.3", maas_system_id=bench.sim.add(status="ready"))
+    assert adopt_stage(ready) == (
+        "conformance",
+        {"maas_status": "Ready", "adopted_stage": "conformance"},
+    )
+    broken = onboarding(bench, "ad4", "10.1.8.4", maas_system_id=bench.sim.add(status="broken"))
+    with pytest.raises(Conflict) as refused:
+        adopt_stage(broken)
+    assert refused.value.message == (
+        "cannot adopt: MAAS shows Broken; fix it in MAAS, or restart-clean"
+    )
