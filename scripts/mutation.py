@@ -79,6 +79,8 @@ def main() -> int:
         parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(TARGETS)}")
     if args.child:
         return run_one(args.modules[0], sample=args.sample, seed=args.seed)
+    if data := os.environ.get("MAASCP_DATA_DIR"):
+        Path(data).mkdir(parents=True, exist_ok=True)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     modules = args.modules or list(TARGETS)
     if args.sample:
