@@ -115,7 +115,10 @@ def test_retire_deletes_the_machine_unless_policy_keeps_it(bench: Bench) -> None
     assert run(wf, "retire")[0].message == "machine left Ready in MAAS (policy keeps it)"
     bench.policy(delete_machine_on_full_decommission=True)
     result, _ = run(wf, "retire")
-    assert result.updates == {"machine_deleted": True}
+    assert (result.message, result.updates) == (
+        "machine deleted from MAAS",
+        {"machine_deleted": True},
+    )
     assert bench.sim.mutations(wf.maas_system_id) == ["machine.delete"]
 
 
@@ -140,9 +143,13 @@ def test_release_sends_the_erase_options_policy_names(
 ) -> None:
     wf = decommission(bench, f"q9{mode}")
     Decommission.objects.filter(pk=wf.pk).update(erase_mode=mode)
-    run(wf, "release")
+    result, events = run(wf, "release")
     [sent] = bench.sim.sent("machine.release", wf.maas_system_id)
     assert (sent["erase"], sent["quick_erase"], sent["secure_erase"]) == (erase, quick, secure)
+    assert (result.message, result.system_id) == ("releasing", wf.maas_system_id)
+    said = "no erase" if mode == "none" else f"{mode} erase"
+    [action] = [m for k, m, _ in events if k == "maas.action"]
+    assert action.startswith(f"release sent ({said}): MAAS answered ")
 
 
 def test_a_disk_the_wipe_could_not_erase_holds_and_is_named(bench: Bench) -> None:
@@ -220,7 +227,10 @@ def test_a_stuck_erase_is_aborted_then_the_next_step_marks_the_machine_broken(
         "fallback: waiting for the erase to stop",
     )
     assert kinds(events)[-3:] == ["erase.failed", "fallback.started", "fallback.step"]
+    assert events[-1][1] == "abort: MAAS answered Disk erasing"
     assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
+    [abort] = bench.sim.sent("machine.abort", wf.maas_system_id)
+    assert abort["comment"] == f"abort (decommission {wf.pk}, storage_cleanup)"
     bench.sim.advance(120)  # the abort lands: Failed disk erasing
     result, events = step(wf)
     assert (type(result).__name__, result.failure_class, result.updates) == (
@@ -238,6 +248,8 @@ def test_a_stuck_erase_is_aborted_then_the_next_step_marks_the_machine_broken(
         "machine.abort",
         "machine.mark_broken",
     ]
+    [broken] = bench.sim.sent("machine.mark_broken", wf.maas_system_id)
+    assert broken["comment"] == f"erase failed (decommission {wf.pk}, storage_cleanup)"
 
 
 def test_a_failed_erase_with_the_fallback_marks_the_machine_broken(bench: Bench) -> None:
@@ -265,6 +277,10 @@ def test_a_ready_machine_is_allocated_so_maas_can_erase_it(bench: Bench) -> None
     ) in [(k, m) for k, m, _ in events]
     [sent] = bench.sim.sent("machine.release", wf.maas_system_id)
     assert (sent["erase"], sent["quick_erase"]) == ("true", "true")
+    [allocate] = bench.sim.sent("machines.allocate")
+    assert allocate["comment"] == (
+        f"allocate to erase its disks (decommission {wf.pk}, storage_cleanup)"
+    )
 
 
 def test_a_ready_machine_that_needs_no_erase_is_released_as_it_is(bench: Bench) -> None:
@@ -634,9 +650,40 @@ def test_adopt_refuses_a_machine_in_a_state_no_stage_handles(bench: Bench) -> No
     from maas_domain.errors import Conflict
 
     wf = decommission(bench, "t13", status="new")
+    Decommission.objects.filter(pk=wf.pk).update(state="failed")
+    wf.refresh_from_db()
     with pytest.raises(Conflict) as refused:
         adopt_stage(wf)
+    assert refused.value.extra["current_state"] == "failed"
     assert refused.value.message == (
         "cannot adopt: MAAS shows New; fix it in MAAS, or restart-clean"
     )
     assert refused.value.extra["maas_status"] == "New"
+
+
+def test_adopt_of_a_redeployed_machine_goes_back_to_its_child(bench: Bench) -> None:
+    from decommission.stages import adopt_stage
+
+    wf = decommission(bench, "t14", Mode.REIMAGE)
+    Node.objects.filter(pk=wf.node_id).update(state="draining")
+    run(wf, "redeploy")
+    assert adopt_stage(wf) == ("redeploy", {"maas_status": "Deployed", "adopted_stage": "redeploy"})
+
+
+def test_an_erase_proven_late_takes_the_node_out_of_quarantine(bench: Bench) -> None:
+    wf = decommission(bench, "t15")
+    Node.objects.filter(pk=wf.node_id).update(state="quarantined")
+    run(wf, "release")
+    bench.sim.advance(7200)
+    result, _ = run(wf, "release")
+    assert (type(result).__name__, result.updates["erased"]) == ("Done", True)
+    assert Node.objects.get(pk=wf.node_id).state == "draining"
+
+
+def test_reset_does_not_abort_twice(bench: Bench) -> None:
+    wf = decommission(bench, "t16", faults={"release_stuck": True})
+    step(wf)
+    run(wf, "reset")
+    set_status(bench, wf.maas_system_id, S.DISK_ERASING)  # as if the abort had not landed yet
+    run(wf, "reset")
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
