@@ -257,6 +257,62 @@ def test_hardware_sync_waits_for_the_first_seed_only_when_required(bench: Bench)
     assert (type(result).__name__, result.failure_class) == ("Fail", "hardware_sync")
 
 
+def test_hardware_sync_is_not_done_before_maas_has_a_first_sync(bench: Bench) -> None:
+    bench.policy(hardware_sync_required=True)
+    sid = bench.sim.add(hostname="h2", status="deployed")
+    wf = onboarding(bench, "h2", "10.1.0.33", maas_system_id=sid)
+    sim = bench.sim.model
+    with sim.lock:
+        m = sim.machines[sid]
+        m.enable_hw_sync, m.last_sync = True, None
+        m.touch(sim.now())
+    result, _ = run(wf, "hardware_sync")
+    assert (type(result).__name__, result.message, result.check_in) == (
+        "Wait",
+        "waiting for the first hardware sync",
+        60,
+    )
+    with sim.lock:
+        m.last_sync = sim.now()
+        m.touch(m.last_sync)
+    result, _ = run(wf, "hardware_sync")
+    assert type(result).__name__ == "Done"
+    assert result.message.startswith("hardware sync seeded at ")
+
+
+def test_commission_says_whether_it_commissioned(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="c9", status="new")
+    wf = onboarding(bench, "c9", "10.1.0.34", maas_system_id=sid)
+    run(wf, "commission")
+    bench.sim.advance(7200)
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.message) == ("Done", "commissioned")
+    ready = bench.sim.add(hostname="c10", status="ready")
+    wf2 = onboarding(bench, "c10", "10.1.0.35", maas_system_id=ready)
+    assert run(wf2, "commission")[0].message == "already Ready in MAAS; not recommissioned"
+
+
+def test_commission_refuses_a_machine_in_another_state(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="c11", status="releasing")
+    wf = onboarding(bench, "c11", "10.1.0.36", maas_system_id=sid)
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.failure_class, result.message) == (
+        "Fail",
+        "unexpected_state",
+        "machine is Releasing in MAAS; onboarding needs New or Ready (release it in MAAS, or "
+        "adopt the workflow)",
+    )
+
+
+def test_a_node_failure_of_another_kind_is_named_as_reported(bench: Bench) -> None:
+    wf = onboarding(bench, "e9", "10.1.0.37", node_failure="disk_check")
+    result, _ = run(wf, "enrollment")
+    assert (result.failure_class, result.message) == (
+        "disk_check",
+        "disk_check failed on the node: (no detail)",
+    )
+
+
 def test_enrollment_waits_until_the_current_attempt_enrolls(bench: Bench) -> None:
     wf = onboarding(bench, "e1", "10.1.0.21", attempt=2, enrolled_attempt=1)
     wf.enrolled_at = timezone.now()
