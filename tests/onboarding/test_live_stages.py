@@ -333,6 +333,32 @@ def test_a_datasource_failure_past_the_retry_bound_fails_early_with_its_class(
     assert bench.sim.mutations(sid) == ["machine.deploy", "machine.abort"]
 
 
+def test_each_redeploy_counts_once_against_the_retry_bound(bench: Bench) -> None:
+    bench.policy(deploy_retry_limit=2)
+    bench.sim.post("config", {"node_timeout": 600})
+    wf, sid = deploying(bench, "rd9", "10.5.4.9", deploy_datasource_failure=[1, 2, 3])
+    said = []
+    for _ in range(2):
+        bench.sim.advance(400)
+        run(wf, "deploy", record=True)  # the grace period
+        _, events = run(wf, "deploy", record=True)
+        [decision] = [(m, d) for k, m, d in events if k == "retry.decision"]
+        said.append((decision[0].rsplit("(", 1)[1], decision[1]["retry"]))
+        run(wf, "deploy", record=True)  # released
+        bench.sim.advance(60)
+        run(wf, "deploy", record=True)  # deployed again
+    assert said == [("retry 0 of 2)", True), ("retry 1 of 2)", True)]
+    bench.sim.advance(400)
+    run(wf, "deploy", record=True)
+    result, events = run(wf, "deploy", record=True)
+    assert (name(result), result.failure_class, result.data) == (
+        "Fail",
+        "datasource",
+        {"deploy_tries": 2},
+    )
+    assert bench.sim.mutations(sid).count("machine.deploy") == 3
+
+
 def test_maas_timing_out_an_installed_node_is_a_datasource_failure(bench: Bench) -> None:
     wf, sid = deploying(bench, "rd3", "10.5.4.3", deploy_datasource_failure=[1])
     bench.sim.advance(7200)  # MAAS's 30-minute timeout: Failed deployment
