@@ -57,6 +57,21 @@ def test_preflight_lists_every_problem_at_once(bench: Bench) -> None:
     assert any("bootstrap endpoint" in p and "not fetchable" in p for p in problems)
 
 
+def test_preflight_keeps_the_bundle_problems_with_the_trust_problems(bench: Bench) -> None:
+    bench.site.ca_bundle_pem = "-----BEGIN CERTIFICATE-----\nplaceholder\n"
+    bench.site.save()
+    bench.policy(bootstrap_bundle_ref="oci://registry.test/infra/site:2")
+    result, _ = run(onboarding(bench, "p3", "10.1.0.38"), "preflight")
+    problems = result.data["problems"]
+    assert problems[:2] == [
+        "site bootstrap bundle is an oci:// reference: the first-boot payload fetches with "
+        "curl, so only https:// bundles are accepted",
+        "site bootstrap bundle reference lacks a version or digest",
+    ]
+    assert any(p.startswith("ca_bundle_pem: ") for p in problems)
+    assert result.message == "; ".join(problems)
+
+
 # -- discover --------------------------------------------------------------------------------------
 
 
