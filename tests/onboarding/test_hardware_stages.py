@@ -337,3 +337,14 @@ def test_a_sku_that_states_no_hardware_is_conformant_by_its_own_words(bench: Ben
     )
     assert (report["sku"], report["sku_revision"]) == (bench.sku.code, bench.sku.revision)
     assert bench.sim.mutations() == []
+
+
+def test_conformance_without_a_machine_is_an_internal_failure(bench: Bench) -> None:
+    profiled(bench)
+    wf = onboarding(bench, "nosid", "10.6.9.2")
+    result, _ = run_stage("onboarding", wf, "conformance")
+    assert (type(result).__name__, result.failure_class, result.message) == (
+        "Fail",
+        "internal",
+        "no MAAS machine recorded; rerun from discover",
+    )

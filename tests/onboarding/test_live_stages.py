@@ -762,3 +762,28 @@ def test_a_box_enlisting_beside_a_record_this_workflow_did_not_create_fails_clos
     assert (name(result), result.failure_class) == ("Fail", "ambiguous")
     assert sid in result.data["candidates"] and len(result.data["candidates"]) == 2
     assert bench.sim.mutations() == ["machine.commission"]  # nothing deleted or renamed
+
+
+def test_the_reachability_check_needs_a_ready_machine(bench: Bench) -> None:
+    bench.policy(reachability_script="infra-reach")
+    sid = bench.sim.add(hostname="rc9", status="deployed")
+    wf = onboarding(bench, "rc9", "10.5.6.9", maas_system_id=sid)
+    result, _ = run(wf, "reachability")
+    assert (name(result), result.failure_class, result.message) == (
+        "Fail",
+        "unexpected_state",
+        "machine is Deployed; the check needs Ready",
+    )
+    assert bench.sim.mutations(sid) == []
+
+
+def test_deploy_refuses_a_machine_in_a_state_it_cannot_deploy(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="dx9", status="new")
+    wf = onboarding(bench, "dx9", "10.5.4.99", maas_system_id=sid)
+    result, _ = run(wf, "deploy")
+    assert (name(result), result.failure_class, result.message) == (
+        "Fail",
+        "unexpected_state",
+        "machine is New in MAAS during deploy",
+    )
+    assert bench.sim.mutations(sid) == []
