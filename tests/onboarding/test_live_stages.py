@@ -303,6 +303,13 @@ def test_a_datasource_failure_seen_while_deploying_is_aborted_released_and_redep
     assert bench.sim.model.machines[sid].status == S.ALLOCATED
     result, _ = run(wf, "deploy", record=True)  # aborted: back to Ready before the redeploy
     assert bench.sim.mutations(sid)[-1] == "machine.release"
+    assert (result.message, result.status, result.check_in) == (
+        "releasing before redeploy",
+        int(S.RELEASING),
+        600,
+    )
+    [release] = bench.sim.sent("machine.release", sid)
+    assert release["comment"] == f"onboarding {wf.pk}: release after abort"
     bench.sim.advance(60)
     result, _ = run(wf, "deploy", record=True)
     assert (name(result), result.status) == ("Wait", int(S.DEPLOYING))
