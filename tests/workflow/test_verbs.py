@@ -226,7 +226,8 @@ def test_mark_manual_intervention_freezes_and_says_so(start: Any, apply: Any) ->
     apply(wf, "mark-manual-intervention", reason="rack on fire")
     wf.refresh_from_db()
     assert (wf.state, wf.reason, wf.next_check_at) == (W.MANUAL_INTERVENTION, "rack on fire", None)
-    assert OutboxEvent.objects.filter(type="node.fake.manual_intervention_required").exists()
+    event = OutboxEvent.objects.get(type="node.fake.manual_intervention_required")
+    assert event.payload["reason"] == "rack on fire"
 
 
 def test_reopening_is_refused_while_another_workflow_holds_the_host(start: Any, apply: Any) -> None:
@@ -473,6 +474,7 @@ def test_a_node_a_tenant_holds_is_not_worked_on_again(held: FakeWorkflow, apply:
     assert held.state == W.FAILED
     with pytest.raises(InvalidInput) as no_reason:
         apply(held, "retry", force=True, reason="  ")
+    assert no_reason.value.message == "A forced verb needs a reason."
     assert no_reason.value.extra["fields"] == {"reason": ["Say why the tenant's node."]}
     apply(held, "retry", force=True, reason="tenant agreed")
     held.refresh_from_db()
@@ -505,3 +507,31 @@ def test_cancel_is_not_refused_for_a_tenants_node(held: FakeWorkflow, apply: Any
     apply(wf, "cancel")
     wf.refresh_from_db()
     assert wf.state == W.CANCELLING
+
+
+def test_a_verb_answers_with_the_workflow_it_changed(start: Any, apply: Any) -> None:
+    wf = put(start(), W.FAILED, stage="second")
+    answer = apply(wf, "retry")
+    assert set(answer) == {"dry_run", "verb", "workflow"}
+    assert (answer["dry_run"], answer["verb"], answer["workflow"].pk) == (False, "retry", wf.pk)
+    assert answer["workflow"].state == W.PENDING
+
+
+def test_adopt_reads_maas_for_the_workflow_itself(
+    start: Any, kind: Any, admin_user: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    import dataclasses
+
+    seen: list[Any] = []
+
+    def reads(wf: FakeWorkflow) -> tuple[str, dict[str, Any]]:
+        seen.append((wf.pk, wf.hostname))
+        return "third", {"maas_status": "Deployed"}
+
+    reading = dataclasses.replace(kind, adopt=reads)
+    wf = put(start("h7"), W.FAILED, stage="first")
+    with django_capture_on_commit_callbacks(execute=True):
+        verbs.apply(reading, wf.pk, "adopt", actor=admin_user)
+    assert seen == [(wf.pk, "h7")]
+    wf.refresh_from_db()
+    assert (wf.state, wf.stage) == (W.PENDING, "third")
