@@ -687,3 +687,27 @@ def test_reset_does_not_abort_twice(bench: Bench) -> None:
     set_status(bench, wf.maas_system_id, S.DISK_ERASING)  # as if the abort had not landed yet
     run(wf, "reset")
     assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
+
+
+def test_a_machine_maas_will_not_mark_broken_holds_and_says_so(bench: Bench) -> None:
+    bench.policy(release_fallback_allowed=True)
+    wf = decommission(bench, "t17", faults={"erase_failure": [1]})
+    step(wf)
+    bench.sim.advance(7200)
+    sim = bench.sim.model
+    with sim.lock:  # taken by someone else meanwhile: MAAS refuses our mark-broken
+        m = sim.machines[wf.maas_system_id]
+        m.owner = "someone-else"
+        m.touch(sim.now())
+    result, events = step(wf)
+    assert (type(result).__name__, result.failure_class, result.updates) == (
+        "Hold",
+        "erase_failed",
+        {"erased": False, "fallback_used": True},
+    )
+    assert result.message.endswith(
+        "and MAAS did not mark the machine Broken: left Failed disk erasing in MAAS; disks NOT "
+        "erased; node quarantined"
+    )
+    refused = [m for k, m, _ in events if k == "fallback.step" and "MAAS refused" in m]
+    assert len(refused) == 1  # asked once
