@@ -599,3 +599,22 @@ def test_a_row_that_keeps_changing_hands_the_step_back(
     )
     assert sent.advances() == [("fake", wf.pk, dispatch + 1)]
     assert f"fake {wf.pk} changed while first ran: running it again" in said
+
+
+def test_a_wait_is_said_once_until_its_message_changes(
+    running: Any, go: Any, script: Script, django_capture_on_commit_callbacks: Any
+) -> None:
+    wf = running()
+    script.then(
+        wf,
+        "first",
+        Wait("deploying", "sid", 9),
+        Wait("deploying", "sid", 9),
+        Wait("deploying: curtin", "sid", 9),
+    )
+    for _ in range(3):
+        assert go(wf) == "wait"
+        with django_capture_on_commit_callbacks(execute=True):
+            assert wake(KINDS["fake"], wf.pk, "MAAS moved")
+    waits = FakeEvent.objects.filter(fake=wf, kind="stage.waiting").order_by("id")
+    assert [e.message for e in waits] == ["deploying", "deploying: curtin"]
