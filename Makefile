@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make run` and `make check`.
-.PHONY: run check test bootstrap fmt bench openapi fuzz
+.PHONY: run check test bootstrap fmt bench openapi fuzz mutation
 
 run: ## run API + admin + worker + beat on the embedded default (Ctrl-C stops all)
 	scripts/bootstrap
@@ -32,6 +32,15 @@ fuzz: ## the API fuzzing gate at 300 examples per operation, on PostgreSQL and S
 	scripts/bootstrap
 	scripts/ensure-services
 	FUZZ_EXAMPLES=300 scripts/fuzz both
+
+mutation: ## mutation score of the safety-bearing modules (never part of make check; docs/mutation.md)
+	scripts/bootstrap
+	scripts/ensure-services
+	MAASCP_DATABASE_URL=$${MAASCP_DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/maascp_mutation} \
+	MAASCP_BROKER_URL=$${MAASCP_BROKER_URL:-redis://127.0.0.1:6379/14} \
+	MAASCP_DATA_DIR=$${MAASCP_DATA_DIR:-$$PWD/var/mutation/data} \
+	nice -n 15 .venv/bin/python scripts/mutation.py --sample $${MUTATION_SAMPLE:-0} \
+	  $${MUTATION_SEED:+--seed $$MUTATION_SEED} $(MODULES)
 
 openapi: ## regenerate docs/openapi.yaml after an API change (a test compares it with the code)
 	.venv/bin/python manage.py spectacular --validate --fail-on-warn --file docs/openapi.yaml

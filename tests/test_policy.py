@@ -177,3 +177,179 @@ def test_a_profile_replaces_the_site_acceptance_parameters_as_a_whole() -> None:
     profile = validate_policy({"acceptance_parameters": {"duration": "60"}})
     assert resolve_policy(site, profile).acceptance_parameters == {"duration": "60"}
     assert resolve_policy(site).as_dict()["acceptance_scripts"] == []
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_FIELDS))
+def test_a_profile_override_applies_where_the_site_leaves_the_field_unset(name: str) -> None:
+    """The profile is not second to an unset site field: its value is the effective one."""
+    _, profile_value = SAMPLES[name]
+    overrides = validate_policy({name: profile_value}, field_name="policy_overrides")
+    value = getattr(resolve_policy({}, overrides), name)
+    expect = tuple(profile_value) if isinstance(profile_value, list) else profile_value
+    assert value == expect
+    assert getattr(resolve_policy({name: None}, overrides), name) == expect
+    assert policy_sources({}, overrides)[name] == "profile"
+
+
+def test_every_field_is_resolved_from_its_own_layers() -> None:
+    """One field unset on the site does not stop the fields after it from resolving."""
+    site = validate_policy({"erase_mode": "secure", "max_concurrent_workflows": 50})
+    profile = validate_policy({"auto_claim_new": True, "deploy_retry_limit": 0})
+    policy = resolve_policy(site, profile)
+    assert (policy.erase_mode, policy.max_concurrent_workflows) == ("secure", 50)
+    assert (policy.auto_claim_new, policy.deploy_retry_limit) == (True, 0)
+    assert policy.commission_scripts == ()
+
+
+NAMES_ONLY = "(names only, never script content)."
+NOT_SCRIPT = f"Not a script name {NAMES_ONLY}"
+TOO_LONG = "The value of 'd' must be a string of at most 256 characters."
+CONTROL = "The value of 'd' must not contain control characters."
+NOT_SECONDS = "Timeout for 'deploy' must be an integer number of seconds."
+
+
+def reason_for(name: str, value: Any) -> str:
+    with pytest.raises(InvalidInput) as err:
+        validate_policy({name: value})
+    assert err.value.message == "Invalid policy."
+    reasons = err.value.extra["fields"][f"policy.{name}"]
+    assert len(reasons) == 1
+    return str(reasons[0])
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("auto_claim_new", "yes", "Must be true or false."),
+        ("deploy_retry_limit", True, "Must be an integer."),
+        ("deploy_retry_limit", "2", "Must be an integer."),
+        ("deploy_retry_limit", -1, "Must be between 0 and 5."),
+        ("deploy_retry_limit", 6, "Must be between 0 and 5."),
+        ("erase_stuck_seconds", 59, "Must be between 60 and 86400."),
+        ("erase_mode", 1, "Must be a string."),
+        ("erase_mode", "shred", "Must be one of: none, quick, secure."),
+        ("bootstrap_bundle_version", "1" * 65, "At most 64 characters."),
+        ("bootstrap_bundle_digest", "a" * 513, "At most 512 characters."),
+        ("reachability_script", "x; rm -rf /", NOT_SCRIPT),
+        ("commission_scripts", "fw-check", "Must be a list of strings."),
+        ("commission_scripts", ["fw-check", 3], "Must be a list of strings."),
+        ("commission_scripts", ["fw"] * 33, "At most 32 entries."),
+        ("commission_scripts", ["fw", "a b"], f"Not a script name: 'a b' {NAMES_ONLY}"),
+        ("acceptance_parameters", [], "Must be an object of names to strings."),
+        ("acceptance_parameters", {f"p{i}": "1" for i in range(33)}, "At most 32 entries."),
+        ("acceptance_parameters", {"d": "x" * 257}, TOO_LONG),
+        ("acceptance_parameters", {"d": "a\x1fb"}, CONTROL),
+        ("acceptance_parameters", {"d": "a\x7fb"}, CONTROL),
+        ("acceptance_parameters", {"d": "a\nb"}, CONTROL),
+        ("stage_timeouts", [], "Must be an object of stage name to seconds."),
+        ("stage_timeouts", {"deploy": True}, NOT_SECONDS),
+        ("stage_timeouts", {"deploy": 9}, "Timeout for 'deploy' must be 10..86400s."),
+        ("stage_timeouts", {"deploy": 86401}, "Timeout for 'deploy' must be 10..86400s."),
+    ],
+)  # fmt: skip
+def test_a_refused_value_says_why(name: str, value: Any, reason: str) -> None:
+    assert reason_for(name, value) == reason
+
+
+def test_an_unknown_stage_names_the_known_ones() -> None:
+    reason = reason_for("stage_timeouts", {"deploy": 60, "zzz": 60})
+    from maas_domain.policy import _catalogue
+
+    known = sorted(_catalogue.keys())
+    assert reason == f"Unknown stage 'zzz'; stages are: {', '.join(known)}."
+    assert len(known) > 1
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("deploy_retry_limit", 0),
+        ("deploy_retry_limit", 5),
+        ("erase_stuck_seconds", 60),
+        ("erase_stuck_seconds", 86400),
+        ("bootstrap_bundle_version", "1" * 64),
+        ("commission_scripts", ["fw"] * 32),
+        ("acceptance_parameters", {f"p{i}": "1" for i in range(32)}),
+        ("acceptance_parameters", {"d": "x" * 256}),
+        ("acceptance_parameters", {"d": "a b~\x80"}),
+        ("stage_timeouts", {"deploy": 10, "commission": 86400}),
+    ],
+)
+def test_a_value_at_the_limit_is_accepted(name: str, value: Any) -> None:
+    assert validate_policy({name: value}) == {name: value}
+
+
+def test_the_length_limit_comes_before_the_pattern() -> None:
+    # 512 characters: the length is fine, the digest is not
+    assert reason_for("bootstrap_bundle_digest", "a" * 512) != "At most 512 characters."
+
+
+def test_a_policy_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(InvalidInput) as err:
+        validate_policy(["erase_mode"], field_name="policy_overrides")
+    assert err.value.message == "Invalid policy."
+    assert err.value.extra["fields"] == {"policy_overrides": ["Must be an object."]}
+
+
+def test_every_mistake_in_a_patch_is_reported_at_once() -> None:
+    with pytest.raises(InvalidInput) as err:
+        validate_policy(
+            {"retry_forever": True, "erase_mode": None, "deploy_retry_limit": 9, "x": 1},
+            field_name="policy_overrides",
+        )
+    assert err.value.extra["fields"] == {
+        "policy_overrides.retry_forever": ["Unknown policy field."],
+        "policy_overrides.deploy_retry_limit": ["Must be between 0 and 5."],
+        "policy_overrides.x": ["Unknown policy field."],
+    }
+
+
+def test_an_unset_key_does_not_end_the_patch() -> None:
+    assert validate_policy({"erase_mode": None, "deploy_retry_limit": 2}) == {
+        "erase_mode": None,
+        "deploy_retry_limit": 2,
+    }
+
+
+def test_unsetting_a_key_that_was_never_set_is_harmless() -> None:
+    assert merge_policy({"erase_mode": "secure"}, {"deploy_retry_limit": None}) == {
+        "erase_mode": "secure"
+    }
+
+
+@pytest.mark.parametrize("missing", ["bootstrap_bundle_version", "bootstrap_bundle_digest"])
+def test_a_bundle_reference_needs_both_its_version_and_its_digest(missing: str) -> None:
+    keys = {
+        "bootstrap_bundle_ref": "https://b.test/x",
+        "bootstrap_bundle_version": "1.0",
+        "bootstrap_bundle_digest": "sha256:" + "a" * 64,
+    }
+    assert merge_policy({}, validate_policy(keys)) == keys
+    del keys[missing]
+    with pytest.raises(InvalidInput) as err:
+        merge_policy({}, validate_policy(keys))
+    assert err.value.message == "Invalid policy."
+    assert err.value.extra["fields"] == {
+        "policy.bootstrap_bundle_ref": [
+            "A bundle reference needs bootstrap_bundle_version and bootstrap_bundle_digest."
+        ]
+    }
+
+
+def test_every_field_is_documented() -> None:
+    """The API docs show each field's doc (the policy schema)."""
+    for name, f in POLICY_FIELDS.items():
+        assert f.metadata["doc"], name
+
+
+def test_the_stage_catalogue_is_what_the_engine_supplies() -> None:
+    from maas_domain import policy as module
+
+    saved = (module._catalogue.keys, module._catalogue.effective)
+    try:
+        module.use_stage_catalogue(lambda: {"only": 60}, lambda p: {"only": 61})
+        assert validate_policy({"stage_timeouts": {"only": 90}}) == {"stage_timeouts": {"only": 90}}
+        assert reason_for("stage_timeouts", {"deploy": 90}).startswith("Unknown stage 'deploy'")
+        assert Policy().as_dict()["stage_timeouts"] == {"only": 61}
+    finally:
+        module.use_stage_catalogue(*saved)

@@ -288,9 +288,12 @@ def test_a_failed_burn_in_fails_closed_naming_script_exit_and_output(bench: Benc
     accepting(bench)
     sid = machine(bench, "ac2", faults={"script_fails": [BURN]})
     wf = onboarding(bench, "ac2", "10.6.1.2", maas_system_id=sid)
-    result, _ = until_done(wf, bench)
+    result, events = until_done(wf, bench)
     assert (type(result).__name__, result.failure_class) == ("Fail", "acceptance_failed")
     assert BURN in result.message and "exit 1" in result.message
+    assert result.data == {"failed": [BURN]}  # what the timeline and the alert name
+    [failed] = [data for kind, _, data in events if kind == "acceptance.failed"]
+    assert set(failed["failed"]) == {BURN}
     failing = [r for r in result.updates["acceptance_report"]["results"] if not r["passed"]]
     assert [r["script"] for r in failing] == [BURN]
     assert failing[0]["exit_status"] == 1 and failing[0]["output_excerpt"]
@@ -314,3 +317,34 @@ def test_acceptance_applies_only_when_policy_names_scripts(bench: Bench) -> None
     assert not acceptance_applies(wf)
     bench.policy(acceptance_scripts=[BURN])
     assert acceptance_applies(wf)
+
+
+def test_a_sku_that_states_no_hardware_is_conformant_by_its_own_words(bench: Bench) -> None:
+    bench.sku.gpu_count = 0
+    bench.sku.hardware = {}
+    bench.sku.save()
+    wf = onboarding(bench, "nohw1", "10.6.9.1")
+    result, _ = run_stage("onboarding", wf, "conformance")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        f"SKU {bench.sku.code} states no hardware requirements",
+    )
+    report = result.updates["hardware_report"]
+    assert (report["conformant"], report["checks"], report["note"]) == (
+        True,
+        [],
+        "the SKU states no hardware",
+    )
+    assert (report["sku"], report["sku_revision"]) == (bench.sku.code, bench.sku.revision)
+    assert bench.sim.mutations() == []
+
+
+def test_conformance_without_a_machine_is_an_internal_failure(bench: Bench) -> None:
+    profiled(bench)
+    wf = onboarding(bench, "nosid", "10.6.9.2")
+    result, _ = run_stage("onboarding", wf, "conformance")
+    assert (type(result).__name__, result.failure_class, result.message) == (
+        "Fail",
+        "internal",
+        "no MAAS machine recorded; rerun from discover",
+    )

@@ -221,7 +221,14 @@ def test_a_failure_the_node_reported_fails_enrollment_with_its_own_class(
     )
     result, _ = run(wf, "enrollment")
     assert (name(result), result.failure_class) == ("Fail", failure)
-    assert label in result.message and "run.sh exited 3" in result.message
+    assert result.message == f"the {label} failed on the node: run.sh exited 3"
+    assert result.data == {"reported": failure, "detail": "run.sh exited 3"}
+
+
+def test_a_node_failure_without_detail_says_so(bench: Bench) -> None:
+    wf = onboarding(bench, "n-nodetail", "10.5.2.6", node_failure="agent_start")
+    result, _ = run(wf, "enrollment")
+    assert result.message == "the node agent failed on the node: (no detail)"
 
 
 # -- rerun and adopt take MAAS's truth ------------------------------------------------------------
@@ -296,6 +303,13 @@ def test_a_datasource_failure_seen_while_deploying_is_aborted_released_and_redep
     assert bench.sim.model.machines[sid].status == S.ALLOCATED
     result, _ = run(wf, "deploy", record=True)  # aborted: back to Ready before the redeploy
     assert bench.sim.mutations(sid)[-1] == "machine.release"
+    assert (result.message, result.status, result.check_in) == (
+        "releasing before redeploy",
+        int(S.RELEASING),
+        600,
+    )
+    [release] = bench.sim.sent("machine.release", sid)
+    assert release["comment"] == f"onboarding {wf.pk}: release after abort"
     bench.sim.advance(60)
     result, _ = run(wf, "deploy", record=True)
     assert (name(result), result.status) == ("Wait", int(S.DEPLOYING))
@@ -324,6 +338,32 @@ def test_a_datasource_failure_past_the_retry_bound_fails_early_with_its_class(
     assert decisions(events)[0]["retry"] is False
     # aborted, so the machine rests Allocated instead of Deploying for MAAS's 10 hours
     assert bench.sim.mutations(sid) == ["machine.deploy", "machine.abort"]
+
+
+def test_each_redeploy_counts_once_against_the_retry_bound(bench: Bench) -> None:
+    bench.policy(deploy_retry_limit=2)
+    bench.sim.post("config", {"node_timeout": 600})
+    wf, sid = deploying(bench, "rd9", "10.5.4.9", deploy_datasource_failure=[1, 2, 3])
+    said = []
+    for _ in range(2):
+        bench.sim.advance(400)
+        run(wf, "deploy", record=True)  # the grace period
+        _, events = run(wf, "deploy", record=True)
+        [decision] = [(m, d) for k, m, d in events if k == "retry.decision"]
+        said.append((decision[0].rsplit("(", 1)[1], decision[1]["retry"]))
+        run(wf, "deploy", record=True)  # released
+        bench.sim.advance(60)
+        run(wf, "deploy", record=True)  # deployed again
+    assert said == [("retry 0 of 2)", True), ("retry 1 of 2)", True)]
+    bench.sim.advance(400)
+    run(wf, "deploy", record=True)
+    result, events = run(wf, "deploy", record=True)
+    assert (name(result), result.failure_class, result.data) == (
+        "Fail",
+        "datasource",
+        {"deploy_tries": 2},
+    )
+    assert bench.sim.mutations(sid).count("machine.deploy") == 3
 
 
 def test_maas_timing_out_an_installed_node_is_a_datasource_failure(bench: Bench) -> None:
@@ -729,3 +769,28 @@ def test_a_box_enlisting_beside_a_record_this_workflow_did_not_create_fails_clos
     assert (name(result), result.failure_class) == ("Fail", "ambiguous")
     assert sid in result.data["candidates"] and len(result.data["candidates"]) == 2
     assert bench.sim.mutations() == ["machine.commission"]  # nothing deleted or renamed
+
+
+def test_the_reachability_check_needs_a_ready_machine(bench: Bench) -> None:
+    bench.policy(reachability_script="infra-reach")
+    sid = bench.sim.add(hostname="rc9", status="deployed")
+    wf = onboarding(bench, "rc9", "10.5.6.9", maas_system_id=sid)
+    result, _ = run(wf, "reachability")
+    assert (name(result), result.failure_class, result.message) == (
+        "Fail",
+        "unexpected_state",
+        "machine is Deployed; the check needs Ready",
+    )
+    assert bench.sim.mutations(sid) == []
+
+
+def test_deploy_refuses_a_machine_in_a_state_it_cannot_deploy(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="dx9", status="new")
+    wf = onboarding(bench, "dx9", "10.5.4.99", maas_system_id=sid)
+    result, _ = run(wf, "deploy")
+    assert (name(result), result.failure_class, result.message) == (
+        "Fail",
+        "unexpected_state",
+        "machine is New in MAAS during deploy",
+    )
+    assert bench.sim.mutations(sid) == []

@@ -57,6 +57,21 @@ def test_preflight_lists_every_problem_at_once(bench: Bench) -> None:
     assert any("bootstrap endpoint" in p and "not fetchable" in p for p in problems)
 
 
+def test_preflight_keeps_the_bundle_problems_with_the_trust_problems(bench: Bench) -> None:
+    bench.site.ca_bundle_pem = "-----BEGIN CERTIFICATE-----\nplaceholder\n"
+    bench.site.save()
+    bench.policy(bootstrap_bundle_ref="oci://registry.test/infra/site:2")
+    result, _ = run(onboarding(bench, "p3", "10.1.0.38"), "preflight")
+    problems = result.data["problems"]
+    assert problems[:2] == [
+        "site bootstrap bundle is an oci:// reference: the first-boot payload fetches with "
+        "curl, so only https:// bundles are accepted",
+        "site bootstrap bundle reference lacks a version or digest",
+    ]
+    assert any(p.startswith("ca_bundle_pem: ") for p in problems)
+    assert result.message == "; ".join(problems)
+
+
 # -- discover --------------------------------------------------------------------------------------
 
 
@@ -257,6 +272,62 @@ def test_hardware_sync_waits_for_the_first_seed_only_when_required(bench: Bench)
     assert (type(result).__name__, result.failure_class) == ("Fail", "hardware_sync")
 
 
+def test_hardware_sync_is_not_done_before_maas_has_a_first_sync(bench: Bench) -> None:
+    bench.policy(hardware_sync_required=True)
+    sid = bench.sim.add(hostname="h2", status="deployed")
+    wf = onboarding(bench, "h2", "10.1.0.33", maas_system_id=sid)
+    sim = bench.sim.model
+    with sim.lock:
+        m = sim.machines[sid]
+        m.enable_hw_sync, m.last_sync = True, None
+        m.touch(sim.now())
+    result, _ = run(wf, "hardware_sync")
+    assert (type(result).__name__, result.message, result.check_in) == (
+        "Wait",
+        "waiting for the first hardware sync",
+        60,
+    )
+    with sim.lock:
+        m.last_sync = sim.now()
+        m.touch(m.last_sync)
+    result, _ = run(wf, "hardware_sync")
+    assert type(result).__name__ == "Done"
+    assert result.message.startswith("hardware sync seeded at ")
+
+
+def test_commission_says_whether_it_commissioned(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="c9", status="new")
+    wf = onboarding(bench, "c9", "10.1.0.34", maas_system_id=sid)
+    run(wf, "commission")
+    bench.sim.advance(7200)
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.message) == ("Done", "commissioned")
+    ready = bench.sim.add(hostname="c10", status="ready")
+    wf2 = onboarding(bench, "c10", "10.1.0.35", maas_system_id=ready)
+    assert run(wf2, "commission")[0].message == "already Ready in MAAS; not recommissioned"
+
+
+def test_commission_refuses_a_machine_in_another_state(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="c11", status="releasing")
+    wf = onboarding(bench, "c11", "10.1.0.36", maas_system_id=sid)
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.failure_class, result.message) == (
+        "Fail",
+        "unexpected_state",
+        "machine is Releasing in MAAS; onboarding needs New or Ready (release it in MAAS, or "
+        "adopt the workflow)",
+    )
+
+
+def test_a_node_failure_of_another_kind_is_named_as_reported(bench: Bench) -> None:
+    wf = onboarding(bench, "e9", "10.1.0.37", node_failure="disk_check")
+    result, _ = run(wf, "enrollment")
+    assert (result.failure_class, result.message) == (
+        "disk_check",
+        "disk_check failed on the node: (no detail)",
+    )
+
+
 def test_enrollment_waits_until_the_current_attempt_enrolls(bench: Bench) -> None:
     wf = onboarding(bench, "e1", "10.1.0.21", attempt=2, enrolled_attempt=1)
     wf.enrolled_at = timezone.now()
@@ -310,6 +381,83 @@ def test_cancel_aborts_a_commissioning_machine(bench: Bench) -> None:
     assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
 
 
+def test_cancel_waits_until_maas_has_stopped_before_it_ends(bench: Bench) -> None:
+    """Cancelled means MAAS is no longer working on the machine: not while it still shows
+    commissioning after the abort was sent, and the abort is sent once."""
+    sid = bench.sim.add(hostname="x2", status="new")
+    wf = onboarding(bench, "x2", "10.1.0.25", maas_system_id=sid)
+    run(wf, "commission")
+    first, events = run_stage("onboarding", wf, "cancel", record=True)
+    assert (type(first).__name__, first.message, first.check_in) == ("Wait", "aborting", 600)
+    assert ("maas.action", "aborted Commissioning") in [(k, m) for k, m, _ in events]
+    bench.sim.advance(1)  # the abort lands (New); then, as if MAAS were slower, commissioning
+    sim = bench.sim.model
+    with sim.lock:
+        sim.set_status(sim.machines[sid], S.COMMISSIONING)
+    again, _ = run_stage("onboarding", wf, "cancel", record=True)
+    assert (type(again).__name__, again.message, again.check_in) == ("Wait", "aborting", 600)
+    assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
+    with sim.lock:
+        sim.set_status(sim.machines[sid], S.NEW)
+    done, _ = run_stage("onboarding", wf, "cancel")
+    assert (type(done).__name__, done.message) == ("Done", "cancelled; MAAS shows New")
+    assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
+
+
+def test_cancel_releases_an_allocation_it_holds_once(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="x3", status="allocated")
+    wf = onboarding(bench, "x3", "10.1.0.26", maas_system_id=sid)
+    result, events = run(wf, "cancel")
+    assert (type(result).__name__, result.message) == ("Done", "cancelled; MAAS shows Allocated")
+    assert ("maas.action", "released the allocation") in [(k, m) for k, m, _ in events]
+    assert bench.sim.mutations(sid) == ["machine.release"]
+    wf2 = onboarding(bench, "x4", "10.1.0.27")
+    assert run(wf2, "cancel")[0].message == "cancelled before MAAS was touched"
+
+
+def test_reset_leaves_a_machine_it_did_not_create(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="r2", status="ready")
+    wf = onboarding(bench, "r2", "10.1.0.28", maas_system_id=sid)
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        "machine left Ready in MAAS (not created by this workflow)",
+    )
+    assert bench.sim.mutations(sid) == []
+
+
+def test_reset_releases_an_allocated_machine_then_aborts_nothing_twice(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="r3", status="allocated")
+    wf = onboarding(bench, "r3", "10.1.0.29", maas_system_id=sid, created_machine=True)
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.message, result.status) == (
+        "Wait",
+        "releasing before reset",
+        int(S.RELEASING),
+    )
+    assert bench.sim.mutations(sid) == ["machine.release"]
+
+
+def test_reset_of_a_machine_already_gone(bench: Bench) -> None:
+    wf = onboarding(bench, "r4", "10.1.0.30", maas_system_id="gone00", created_machine=True)
+    result, _ = run(wf, "reset")
+    assert (result.message, result.updates) == (
+        "machine already gone from MAAS",
+        {"maas_system_id": "", "created_machine": False},
+    )
+    wf2 = onboarding(bench, "r5", "10.1.0.31")
+    assert run(wf2, "reset")[0].message == "nothing to undo in MAAS"
+
+
+def test_reset_aborts_a_commissioning_machine_before_anything_else(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="r6", status="new")
+    wf = onboarding(bench, "r6", "10.1.0.32", maas_system_id=sid, created_machine=True)
+    run(wf, "commission")
+    result, _ = run(wf, "reset")
+    assert (type(result).__name__, result.message) == ("Wait", "aborting before reset")
+    assert bench.sim.mutations(sid) == ["machine.commission", "machine.abort"]
+
+
 def test_a_changed_maas_url_fails_the_stage_at_once_naming_the_confirmation(
     bench: Bench,
 ) -> None:
@@ -348,3 +496,36 @@ def test_a_stage_that_calls_maas_beyond_its_declaration_fails_the_stage_tests(
     sid = bench.sim.add(hostname="c9", status="new")
     with pytest.raises(AssertionError, match=r"commission: commission"):
         run(onboarding(bench, "c9", "10.1.0.99", maas_system_id=sid), "commission")
+
+
+def test_discover_refuses_a_machine_another_live_node_has(bench: Bench) -> None:
+    sid = bench.sim.add(hostname="dl1", status="ready")
+    bench.node("other-node", "10.1.9.9", maas_system_id=sid, state="active")
+    wf = onboarding(bench, "dl1", "10.1.9.1")
+    result, _ = run(wf, "discover")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "ambiguous")
+    assert result.message.endswith(
+        f"MAAS machine {sid} is already live node other-node; one machine per live node "
+        "(retire or fix that node first)"
+    )
+    assert bench.sim.mutations() == []
+
+
+def test_adopt_reads_maas_and_names_the_stage(bench: Bench) -> None:
+    from maas_domain.errors import Conflict
+    from onboarding.stages import adopt_stage
+
+    assert adopt_stage(onboarding(bench, "ad1", "10.1.8.1")) == ("discover", {"maas_status": None})
+    gone = onboarding(bench, "ad2", "10.1.8.2", maas_system_id="gone00")
+    assert adopt_stage(gone) == ("discover", {"maas_status": "missing"})
+    ready = onboarding(bench, "ad3", "10.1.8.3", maas_system_id=bench.sim.add(status="ready"))
+    assert adopt_stage(ready) == (
+        "conformance",
+        {"maas_status": "Ready", "adopted_stage": "conformance"},
+    )
+    broken = onboarding(bench, "ad4", "10.1.8.4", maas_system_id=bench.sim.add(status="broken"))
+    with pytest.raises(Conflict) as refused:
+        adopt_stage(broken)
+    assert refused.value.message == (
+        "cannot adopt: MAAS shows Broken; fix it in MAAS, or restart-clean"
+    )

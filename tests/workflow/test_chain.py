@@ -204,3 +204,31 @@ def test_each_finished_stage_is_stored_before_the_next_one_runs(
     assert go(wf, django_capture_on_commit_callbacks) == "done"
     assert seen["row"] == ("second", "first", True)
     assert seen["timeline"][-2:] == [("stage.completed", "first"), ("stage.started", "second")]
+
+
+def test_a_chained_stage_starts_its_clock_and_holds_a_lease_that_expires(
+    running: Any, script: Script, django_capture_on_commit_callbacks: Any
+) -> None:
+    """A stage entered in the same execution is timed from then and its lease can be taken
+    over if the execution dies: its timeout fires, its worker's death is noticed."""
+    from datetime import timedelta
+
+    from workflows.kinds import lease_seconds
+
+    wf = running()
+    seen: dict[str, Any] = {}
+
+    def second(ctx: StageContext[FakeWorkflow]) -> Wait:
+        row = FakeWorkflow.objects.get(pk=ctx.wf.pk)
+        seen.update(started=row.stage_started_at, expires=row.lease_expires_at)
+        return Wait("deploying", "sid1", 9, check_in=10_000)
+
+    script.then(wf, "second", second)
+    before = timezone.now()
+    assert go(wf, django_capture_on_commit_callbacks) == "wait"
+    assert seen["started"] is not None and seen["started"] >= before
+    assert seen["expires"] == seen["started"] + timedelta(seconds=lease_seconds())
+    wf.refresh_from_db()
+    assert wf.stage_started_at == seen["started"]
+    # the check-in is bounded by the second stage's timeout (600 s), counted from its start
+    assert wf.next_check_at == seen["started"] + timedelta(seconds=601)

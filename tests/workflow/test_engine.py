@@ -438,3 +438,183 @@ def test_a_burst_of_endings_asks_for_one_admission_now_and_one_at_the_window_end
     assert [args for args, _ in admissions] == [(site.pk,), (site.pk,)]
     assert admissions[0][1] == 0.0  # the first at once
     assert 0 < admissions[1][1] <= ADMIT_WINDOW_SECONDS  # the rest folded into one, later
+
+
+# -- what an operator would notice if a rule of the engine went missing ---------------------------
+
+
+def cancelling(wf: FakeWorkflow) -> FakeWorkflow:
+    FakeWorkflow.objects.filter(pk=wf.pk).update(state="cancelling", lease_owner="")
+    wf.refresh_from_db()
+    return wf
+
+
+def test_a_cancel_stage_that_compensated_ends_the_workflow_cancelled(
+    running: Any, go: Any, script: Script
+) -> None:
+    wf = cancelling(running())
+    script.then(wf, "cancel", Done("aborted the deploy"))
+    assert go(wf) == "done"
+    wf.refresh_from_db()
+    assert (wf.state, wf.finished_at is not None) == ("cancelled", True)
+    assert script.calls == [("cancel", wf.pk), ("on_cancelled", wf.pk)]
+    event = FakeEvent.objects.get(fake=wf, kind="workflow.cancelled")
+    assert event.message == "aborted the deploy"
+
+
+@pytest.mark.parametrize(
+    ("result", "countdown"),
+    [
+        (Wait("aborting", "sid", 9, check_in=600), 5.0),
+        (Retry("maas_transient", "MAAS busy", after=7), 7.0),
+    ],
+)
+def test_a_cancel_stage_still_at_work_comes_back(
+    running: Any, go: Any, script: Script, sent: Sent, result: Any, countdown: float
+) -> None:
+    wf = cancelling(running())
+    script.then(wf, "cancel", result)
+    sent.clear()
+    go(wf)
+    wf.refresh_from_db()
+    assert wf.state == "cancelling"
+    assert sent.messages == [("workflow.advance", ("fake", wf.pk, wf.dispatch), countdown)]
+    assert script.calls == [("cancel", wf.pk)]  # no hook: the workflow has not ended
+
+
+def test_a_stage_event_is_kept_with_a_retry(running: Any, go: Any, script: Script) -> None:
+    wf = running()
+
+    def observes_then_retries(ctx: StageContext[FakeWorkflow]) -> Retry:
+        ctx.event("maas.observed", "MAAS: Deploying")
+        return Retry("maas_transient", "MAAS busy", after=7)
+
+    script.then(wf, "first", observes_then_retries)
+    go(wf)
+    assert kinds_of(wf)[-2:] == ["maas.observed", "retry.decision"]
+    decision = FakeEvent.objects.get(fake=wf, kind="retry.decision")
+    assert decision.data == {
+        "classification": "maas_transient",
+        "after_seconds": 7.0,
+        "try_number": 1,
+    }
+
+
+def test_backoff_doubles_up_to_a_minute_and_honours_retry_after(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    import random
+
+    monkeypatch.setattr(random, "uniform", lambda low, high: (low, high))  # the jitter's range
+    backoff: Any = step._backoff
+    assert [backoff(tries, None) for tries in (0, 1, 3, 4, 5)] == [
+        (1.0, 2.0),
+        (2.0, 4.0),
+        (8.0, 16.0),
+        (16.0, 32.0),
+        (30.0, 60.0),
+    ]
+    assert step._backoff(3, 2.5) == 2.5
+    assert step._backoff(3, 10.0**9) == float(settings.MAX_TASK_COUNTDOWN)
+
+
+def test_executions_may_die_up_to_the_limit(
+    running: Any, go: Any, script: Script, settings: Any
+) -> None:
+    settings.WORKFLOW_MAX_LOST_LEASES = 2
+    wf = running()
+    for _ in range(2):
+        assert step.claim(KINDS["fake"], wf.pk, wf.dispatch) is not None
+        FakeWorkflow.objects.filter(pk=wf.pk).update(lease_expires_at=timezone.now())
+    assert go(wf) == "done"  # the second loss is within the limit: the stage runs
+    assert ("first", wf.pk) in script.calls
+
+
+def test_a_failure_says_why_and_is_published(running: Any, go: Any, script: Script) -> None:
+    from maas_domain.secrets.sites import CredentialNotConfirmed
+
+    wf = running()
+    script.then(wf, "first", CredentialNotConfirmed("the MAAS URL of site 's' changed"))
+    assert go(wf) == "fail"
+    wf.refresh_from_db()
+    assert (wf.failure_class, wf.reason) == (
+        "credentials_unconfirmed",
+        "the MAAS URL of site 's' changed",
+    )
+    wf2 = running("h2")
+    script.then(wf2, "first", Fail("ambiguous", "x" * 600))
+    go(wf2)
+    wf2.refresh_from_db()
+    assert (wf2.reason, wf2.next_check_at, wf2.finished_at is not None) == ("x" * 500, None, True)
+
+
+def test_a_hold_publishes_its_reason(running: Any, go: Any, script: Script) -> None:
+    wf = running()
+    script.then(wf, "first", Hold("erase_failed", "disks not erased"))
+    go(wf)
+    wf.refresh_from_db()
+    assert (wf.reason, wf.next_check_at) == ("disks not erased", None)
+    event = OutboxEvent.objects.get(type="node.fake.manual_intervention_required")
+    assert event.payload["reason"] == "disks not erased"
+    timeline = FakeEvent.objects.get(fake=wf, kind="workflow.manual_intervention")
+    assert timeline.message == "disks not erased"
+
+
+def test_a_row_that_keeps_changing_hands_the_step_back(
+    running: Any, go: Any, script: Script, sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    logger = logging.getLogger("tests.workflow.engine")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    monkeypatch.setattr(logger, "handlers", [Keep()])
+    monkeypatch.setattr(step, "log", logger)
+    wf = running()
+
+    def changed_meanwhile(ctx: StageContext[FakeWorkflow]) -> Done:
+        row = FakeWorkflow.objects.get(pk=ctx.wf.pk)
+        row.maas_system_id = f"abc{len(script.calls)}"
+        row.save(update_fields=["maas_system_id", "updated_at"])
+        ctx.heartbeat("machine.deploy")  # before a MAAS mutation: raises RowChanged
+        raise AssertionError("unreachable")
+
+    script.then(wf, "first", *[changed_meanwhile] * 10)
+    dispatch = wf.dispatch
+    sent.clear()
+    assert go(wf) == "handed-off"
+    assert [c for c in script.calls if c[0] == "first"] == [("first", wf.pk)] * 6
+    wf.refresh_from_db()
+    assert (wf.state, wf.stage, wf.lease_owner, wf.dispatch) == (
+        "running",
+        "first",
+        "",
+        dispatch + 1,
+    )
+    assert sent.advances() == [("fake", wf.pk, dispatch + 1)]
+    assert f"fake {wf.pk} changed while first ran: running it again" in said
+
+
+def test_a_wait_is_said_once_until_its_message_changes(
+    running: Any, go: Any, script: Script, django_capture_on_commit_callbacks: Any
+) -> None:
+    wf = running()
+    script.then(
+        wf,
+        "first",
+        Wait("deploying", "sid", 9),
+        Wait("deploying", "sid", 9),
+        Wait("deploying: curtin", "sid", 9),
+    )
+    for _ in range(3):
+        assert go(wf) == "wait"
+        with django_capture_on_commit_callbacks(execute=True):
+            assert wake(KINDS["fake"], wf.pk, "MAAS moved")
+    waits = FakeEvent.objects.filter(fake=wf, kind="stage.waiting").order_by("id")
+    assert [e.message for e in waits] == ["deploying", "deploying: curtin"]
