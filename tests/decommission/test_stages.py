@@ -684,7 +684,8 @@ def test_reset_does_not_abort_twice(bench: Bench) -> None:
     wf = decommission(bench, "t16", faults={"release_stuck": True})
     step(wf)
     run(wf, "reset")
-    set_status(bench, wf.maas_system_id, S.DISK_ERASING)  # as if the abort had not landed yet
+    bench.sim.advance(1)  # the abort lands; then, as if it had not yet, Disk erasing again
+    set_status(bench, wf.maas_system_id, S.DISK_ERASING)
     run(wf, "reset")
     assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
 
