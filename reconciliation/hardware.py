@@ -212,12 +212,14 @@ def record(
     from reconciliation.models import NodeMaasState
 
     kept = dict(kept)
-    for v in seen.verdicts:
-        if v.conformant is None:
-            continue  # MAAS could not be read: judged again next run
-        NodeMaasState.objects.filter(node_id=v.node_id).update(
-            hw_judged_sync=v.sync, hw_conformant=v.conformant, hw_failed=v.failed,
-            hw_checked_at=now,
-        )  # fmt: skip
-        kept[v.node_id] = (v.conformant, v.failed)
+    judged = {v.node_id: v for v in seen.verdicts if v.conformant is not None}  # None: MAAS
+    states = list(NodeMaasState.objects.filter(node_id__in=judged))  # unread, judged next run
+    for state in states:
+        v = judged[state.node_id]
+        state.hw_judged_sync, state.hw_conformant, state.hw_failed = v.sync, v.conformant, v.failed
+        state.hw_checked_at = now
+    NodeMaasState.objects.bulk_update(
+        states, ["hw_judged_sync", "hw_conformant", "hw_failed", "hw_checked_at"]
+    )
+    kept.update({pk: (v.conformant, v.failed) for pk, v in judged.items()})
     return findings(seen.candidates, kept, {m.system_id: m for m in machines}, seen.maas_now)

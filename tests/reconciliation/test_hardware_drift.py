@@ -82,7 +82,17 @@ def test_hardware_drift_is_acknowledged_never_adopted(
 ) -> None:
     node = deployed(sim, maas, site, "hw-ack", "10.10.1.6", gpu_lost_after_deploy=1)
     reconcile(site)
+    # the filter docs/operations.md tells the operator to use, and a mistyped kind refused
+    listed = api.get("/api/v1/admin/reconciliation/drift?kind=hardware_nonconformant")
+    assert listed.status_code == 200, listed.json()
+    assert [r["kind"] for r in listed.json()["results"]] == ["hardware_nonconformant"]
+    wrong = api.get("/api/v1/admin/reconciliation/drift?kind=hardware_nonconformant%0A")
+    assert wrong.status_code == 400, wrong.json()
     url = f"/api/v1/admin/reconciliation/drift/{node.pk}/resolve"
+    body = {"action": "acknowledge", "kind": "hardware_nonconformant", "reason": "RMA"}
+    rehearsal = api.post(f"{url}?dry_run=true", body, format="json")
+    assert rehearsal.status_code == 200, rehearsal.json()
+    assert drift(site, "hardware_nonconformant")[0].state == "open"  # the dry run changed nothing
     adopt = api.post(url, {"action": "adopt", "kind": "hardware_nonconformant"}, format="json")
     assert adopt.status_code == 409 and "cannot be adopted" in adopt.json()["detail"]
     ack = api.post(url, {"action": "acknowledge", "kind": "hardware_nonconformant",

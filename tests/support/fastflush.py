@@ -11,7 +11,9 @@ schedule of reconciliation, content types and permissions), so a database test t
 transactional one in the same process saw a database no deployment has. ``snapshot`` copies
 every table that holds rows right after the test database was migrated into a ``_seed_`` table
 of its own (not a Django table, so no flush touches it), and every flush puts those rows back,
-ids included: after any test, the database is as migrated.
+ids included: after any test, the database is as migrated. (With ``--reuse-db`` the snapshot is
+of the reused database as it is: one emptied by a run before this existed lacks those rows; make
+it again with ``--create-db``. ``make check`` always creates its databases.)
 """
 
 from __future__ import annotations
