@@ -270,9 +270,12 @@ def test_the_console_script_is_installed(live_server: Any, admin_user: Any, targ
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["name"] == "east"
-    completion = subprocess.run([str(script), "--show-completion", "bash"], env=env,
-                                capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert "complete" in completion.stdout
+    # as a user types it in bash: Typer names the shell from the process tree (a test process
+    # run detached from any shell would have none), so bash runs it (not exec'd: `; exit`)
+    completion = subprocess.run(["bash", "-c", '"$0" --show-completion; exit $?', str(script)],
+                                env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert completion.returncode == 0, completion.stderr
+    assert "_maasctl_completion" in completion.stdout and "complete -o" in completion.stdout
 
 
 # -- the whole journey: site, SKU, a CSV batch watched to the end, the node, a reimage -----------
