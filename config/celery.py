@@ -4,9 +4,11 @@ import os
 
 from celery import Celery, signals
 
+from maas_domain import broker
 from maas_domain.heartbeat import Heartbeat
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+broker.install()  # the embedded broker writes each message whole (maas_domain/broker.py)
 
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
