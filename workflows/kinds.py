@@ -29,8 +29,9 @@ from maas_client.types import Machine
 from maas_domain import policy, work
 from maas_domain.policy import Policy
 from maas_domain.site_client import client_for_site
+from workflows import hints
 from workflows.models import Workflow, WorkflowEvent
-from workflows.results import LeaseLost, Result, RowChanged
+from workflows.results import LeaseLost, LookedThroughHint, Result, RowChanged
 
 M = TypeVar("M", bound=Workflow)
 
@@ -297,7 +298,9 @@ class StageContext(Generic[M]):
     verb: ``LeaseLost``; an enrollment: ``RowChanged``, and the engine runs the stage again on
     the fresh row)."""
 
-    def __init__(self, kind: WorkflowKind[M], wf: M, owner: str) -> None:
+    def __init__(
+        self, kind: WorkflowKind[M], wf: M, owner: str, hint: dict[str, Any] | None = None
+    ) -> None:
         self.kind = kind
         self.wf = wf
         self.owner = owner
@@ -305,6 +308,10 @@ class StageContext(Generic[M]):
         self.stored = (wf.state, wf.updated_at)  # what the row holds, for the compare-and-swap
         self.events: list[tuple[str, str, dict[str, Any]]] = []
         self.data: dict[str, Any] = dict(wf.stage_data or {})
+        # the site poll's view of the machine that woke this step (workflows/hints.py): the
+        # first machine read may take it, once; ``hinted``: this stage run looked through it
+        self.hint = hint
+        self.hinted = False
 
     def next_stage(self, *, rerun: bool = False) -> None:
         """The engine moves on to the row's (next or re-read) stage within one execution: the
@@ -313,6 +320,23 @@ class StageContext(Generic[M]):
         rerun from sending them again, so it would not describe them again either."""
         self.events = [e for e in self.events if e[0] in SENT_ENTRIES] if rerun else []
         self.data = dict(self.wf.stage_data or {})
+        self.hint, self.hinted = None, False  # the hint was the woken stage's, once
+
+    def machine(self, system_id: str) -> Machine:
+        """The stage's look at a machine: ``GET machines/{id}/``, unless it is the first read
+        of a step the site poll woke: the machine as that poll's listing returned it
+        (``workflows/hints.py``: same dispatch, stage and machine, fresh enough). A stage that
+        looked through the hint cannot send a MAAS mutation (``heartbeat``): it runs again and
+        reads."""
+        hint, self.hint = self.hint, None
+        if hint is not None and self.wf.state == work.WorkflowState.RUNNING:
+            seen = hints.usable(
+                hint, dispatch=self.dispatch, stage=self.wf.stage, system_id=system_id
+            )
+            if seen is not None:
+                self.hinted = True
+                return seen
+        return self.maas.get_machine(system_id)
 
     @cached_property
     def policy(self) -> Policy:
@@ -377,7 +401,16 @@ class StageContext(Generic[M]):
 
     def heartbeat(self, operation: str = "") -> None:
         """Renew the lease and persist the intent log before a MAAS mutation; if another
-        execution took the workflow over, or the row changed, stop before touching MAAS."""
+        execution took the workflow over, or the row changed, stop before touching MAAS.
+        A stage that looked at MAAS through the site poll's hint stops here too, before the
+        intent log: look before you act means a read of our own (the engine runs the stage
+        again, and this time it reads MAAS)."""
+        if operation and self.hinted:
+            self.hinted = False
+            raise LookedThroughHint(
+                f"{self.kind.name} {self.wf.pk}: {self.wf.stage} would send {operation} on the "
+                "site poll's view of the machine; reading MAAS first"
+            )
         if operation:
             sent = self.data.setdefault("sent", {})
             sent[operation] = sent.get(operation, 0) + 1

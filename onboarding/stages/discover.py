@@ -28,7 +28,7 @@ def discover(ctx: Ctx) -> Result:
     wf, maas = ctx.wf, ctx.maas
     if wf.maas_system_id:
         try:
-            machine = maas.get_machine(wf.maas_system_id)
+            machine = ctx.machine(wf.maas_system_id)
         except MaasNotFound:
             ctx.event("maas.observed", f"recorded machine {wf.maas_system_id} is gone from MAAS")
         else:
