@@ -10,6 +10,7 @@ how a kind plugs in.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -287,6 +288,10 @@ def lease_seconds() -> float:
     return float(settings.WORKFLOW_LEASE_SECONDS)
 
 
+# How long a machine this execution read from MAAS stands in for the next look at it, when no
+# MAAS mutation was sent since (``StageContext.machine``): chained stages run milliseconds apart.
+LOOKED_SECONDS = 5.0
+
 # Timeline entry kinds that describe a MAAS mutation sent (kept across a rerun).
 SENT_ENTRIES = frozenset({"maas.action", "fallback.step"})
 
@@ -312,6 +317,9 @@ class StageContext(Generic[M]):
         # first machine read may take it, once; ``hinted``: this stage run looked through it
         self.hint = hint
         self.hinted = False
+        # machines this execution read from MAAS itself since its last MAAS mutation
+        # (``saw``): the next look at one of them, in this stage or a chained one, takes it
+        self.looked: dict[str, tuple[Machine, float]] = {}
 
     def next_stage(self, *, rerun: bool = False) -> None:
         """The engine moves on to the row's (next or re-read) stage within one execution: the
@@ -321,14 +329,24 @@ class StageContext(Generic[M]):
         self.events = [e for e in self.events if e[0] in SENT_ENTRIES] if rerun else []
         self.data = dict(self.wf.stage_data or {})
         self.hint, self.hinted = None, False  # the hint was the woken stage's, once
+        if rerun:
+            self.looked.clear()
 
     def machine(self, system_id: str) -> Machine:
-        """The stage's look at a machine: ``GET machines/{id}/``, unless it is the first read
-        of a step the site poll woke: the machine as that poll's listing returned it
-        (``workflows/hints.py``: same dispatch, stage and machine, fresh enough). A stage that
-        looked through the hint cannot send a MAAS mutation (``heartbeat``): it runs again and
-        reads."""
+        """The stage's look at a machine: ``GET machines/{id}/``, unless
+
+        - this execution read it from MAAS itself (``saw``) less than ``LOOKED_SECONDS`` ago
+          and sent no MAAS mutation since: that answer, once (a chained stage after the one
+          that read it); or
+        - it is the first read of a step the site poll woke: the machine as that poll's
+          listing returned it (``workflows/hints.py``: same dispatch, stage and machine,
+          fresh enough). A stage that looked through the hint cannot send a MAAS mutation
+          (``heartbeat``): it runs again and reads.
+        """
         hint, self.hint = self.hint, None
+        looked = self.looked.pop(system_id, None)
+        if looked is not None and time.monotonic() - looked[1] <= LOOKED_SECONDS:
+            return looked[0]
         if hint is not None and self.wf.state == work.WorkflowState.RUNNING:
             seen = hints.usable(
                 hint, dispatch=self.dispatch, stage=self.wf.stage, system_id=system_id
@@ -336,7 +354,14 @@ class StageContext(Generic[M]):
             if seen is not None:
                 self.hinted = True
                 return seen
-        return self.maas.get_machine(system_id)
+        machine = self.maas.get_machine(system_id)
+        self.saw(machine)
+        return machine
+
+    def saw(self, machine: Machine) -> None:
+        """``machine`` as MAAS itself answered this execution just now (a read, a listing):
+        the next ``machine`` look at it may take it until a MAAS mutation is sent."""
+        self.looked[machine.system_id] = (machine, time.monotonic())
 
     @cached_property
     def policy(self) -> Policy:
@@ -405,6 +430,8 @@ class StageContext(Generic[M]):
         A stage that looked at MAAS through the site poll's hint stops here too, before the
         intent log: look before you act means a read of our own (the engine runs the stage
         again, and this time it reads MAAS)."""
+        if operation:
+            self.looked.clear()  # MAAS may change now: the next look reads it
         if operation and self.hinted:
             self.hinted = False
             raise LookedThroughHint(
