@@ -1,6 +1,6 @@
-"""Reads of MAAS one execution does not repeat (workflows/kinds.py ``StageContext.machine``),
-and the look before a mutation they never replace. Counted on the simulator; no MAAS client is
-stubbed."""
+"""Reads of MAAS one execution does not repeat (workflows/kinds.py ``StageContext.machine``,
+onboarding/stages/storage_pxe.py ``site_subnets``), and the look before a mutation they never
+replace. Counted on the simulator; no MAAS client is stubbed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from django.utils import timezone
 
 from onboarding.models import Onboarding
-from tests.support.stages import Bench
+from onboarding.stages.storage_pxe import forget_subnets
+from tests.support.stages import Bench, run_stage
 from workflows import step
 from workflows.kinds import KINDS, StageContext
 
@@ -77,3 +78,31 @@ def test_a_stage_reading_twice_without_a_mutation_reads_once_then_again(bench: B
     finally:
         ctx.close()
     assert bench.sim.count("machine.read") == 2
+
+
+# -- the site's subnets -------------------------------------------------------------------------
+
+
+def test_storage_pxe_reads_the_sites_subnets_once_for_many_nodes(bench: Bench) -> None:
+    forget_subnets()
+    for n in range(3):
+        sid = bench.sim.add(hostname=f"r4{n}", status="ready")
+        wf = running(bench, f"r4{n}", f"10.78.0.1{n}", "storage_pxe", maas_system_id=sid)
+        result, _ = run_stage("onboarding", wf, "storage_pxe")
+        assert type(result).__name__ == "Done", result
+    assert bench.sim.count("subnets.read") == 1
+
+
+def test_a_pxe_subnet_created_since_the_copy_is_read_again(bench: Bench) -> None:
+    """The copy lacks the profile's PXE subnet: read MAAS again before failing on it."""
+    forget_subnets()
+    sid = bench.sim.add(hostname="r5", status="ready")
+    run_stage("onboarding", running(bench, "r5", "10.78.0.5", "storage_pxe", maas_system_id=sid))
+    bench.profile.pxe_subnet = "10.99.0.0/16"
+    bench.profile.save()
+    sid = bench.sim.add(hostname="r6", status="ready")
+    wf = running(bench, "r6", "10.78.0.6", "storage_pxe", maas_system_id=sid)
+    bench.sim.reset_counters()
+    result, _ = run_stage("onboarding", wf, "storage_pxe")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "pxe")
+    assert bench.sim.count("subnets.read") == 1  # looked again before saying it is missing
