@@ -10,6 +10,7 @@ how a kind plugs in.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -312,7 +313,8 @@ class StageContext(Generic[M]):
         self.dispatch = wf.dispatch  # the hand-off this execution claimed
         self.stored = (wf.state, wf.updated_at)  # what the row holds, for the compare-and-swap
         self.events: list[tuple[str, str, dict[str, Any]]] = []
-        self.data: dict[str, Any] = dict(wf.stage_data or {})
+        # a copy all the way down: a run that ends in a rerun leaves the row's own data as it was
+        self.data: dict[str, Any] = copy.deepcopy(wf.stage_data or {})
         # the site poll's view of the machine that woke this step (workflows/hints.py): the
         # first machine read may take it, once; ``hinted``: this stage run looked through it
         self.hint = hint
@@ -327,7 +329,7 @@ class StageContext(Generic[M]):
         On a rerun the entries of MAAS mutations already sent stay: the intent log keeps the
         rerun from sending them again, so it would not describe them again either."""
         self.events = [e for e in self.events if e[0] in SENT_ENTRIES] if rerun else []
-        self.data = dict(self.wf.stage_data or {})
+        self.data = copy.deepcopy(self.wf.stage_data or {})
         self.hint, self.hinted = None, False  # the hint was the woken stage's, once
         if rerun:
             self.looked.clear()

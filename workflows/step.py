@@ -196,6 +196,9 @@ def execute(ctx: StageContext[M]) -> Result | None:
         log.warning("lease lost during %s; another execution continues", wf.stage)
         return None
     except LookedThroughHint as exc:
+        # the run sent nothing (its first mutation stopped it): none of its timeline entries
+        # describe what happened, and the rerun that reads MAAS writes its own
+        ctx.events.clear()
         log.info("%s: running it again", exc)
         return cast(Result, RERUN)
     except RowChanged:
