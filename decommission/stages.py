@@ -44,7 +44,7 @@ ERASING = (S.DISK_ERASING,)
 
 
 def _machine(ctx: Ctx) -> Machine:
-    return ctx.maas.get_machine(ctx.wf.maas_system_id)
+    return ctx.machine(ctx.wf.maas_system_id)  # the site poll's listing, or a GET
 
 
 def _comment(ctx: Ctx, what: str) -> str:

@@ -51,6 +51,17 @@ class Subnet:
         vlan = d.get("vlan") or {}
         return cls(d["id"], d.get("name", ""), d["cidr"], vlan.get("id"), d.get("gateway_ip"))
 
+    def to_json(self) -> dict[str, Any]:
+        """What ``from_json`` reads back (``Machine.to_json``)."""
+        vlan = {"id": self.vlan_id} if self.vlan_id is not None else None
+        return {
+            "id": self.id,
+            "name": self.name,
+            "cidr": self.cidr,
+            "vlan": vlan,
+            "gateway_ip": self.gateway_ip,
+        }
+
 
 @dataclass(frozen=True)
 class Link:
@@ -63,6 +74,10 @@ class Link:
     def from_json(cls, d: dict[str, Any]) -> Link:
         subnet = Subnet.from_json(d["subnet"]) if d.get("subnet") else None
         return cls(d["id"], d.get("mode", ""), subnet, d.get("ip_address"))
+
+    def to_json(self) -> dict[str, Any]:
+        subnet = self.subnet.to_json() if self.subnet is not None else None
+        return {"id": self.id, "mode": self.mode, "subnet": subnet, "ip_address": self.ip_address}
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,26 @@ class Interface:
             vlan_id=vlan.get("id"),
             fabric_id=vlan.get("fabric_id"),
         )
+
+    def to_json(self) -> dict[str, Any]:
+        vlan = (
+            {"id": self.vlan_id, "fabric_id": self.fabric_id}
+            if self.vlan_id is not None or self.fabric_id is not None
+            else None
+        )
+        return {
+            "id": self.id,
+            "name": self.name,
+            "mac_address": self.mac_address,
+            "enabled": self.enabled,
+            "links": [link.to_json() for link in self.links],
+            "vlan": vlan,
+        }
+
+
+def _iso_out(value: datetime | None) -> str | None:
+    """The inverse of ``_iso``: MAAS's naive UTC timestamps."""
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat() if value else None
 
 
 @dataclass(frozen=True)
@@ -137,6 +172,35 @@ class Machine:
             sync_interval=d.get("sync_interval"),
             hardware_uuid=d.get("hardware_uuid") or "",
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine as MAAS's JSON, reduced to the fields ``from_json`` reads: ``from_json``
+        of it is an equal ``Machine``. What the site poll hands a woken stage
+        (workflows/scheduling.py): only these fields travel, never anything else of MAAS's
+        answer (power parameters are a separate MAAS operation and are never read here)."""
+        boot = {"id": self.boot_interface_id} if self.boot_interface_id is not None else None
+        return {
+            "system_id": self.system_id,
+            "hostname": self.hostname,
+            "status": int(self.status),
+            "status_name": self.status_name,
+            "status_message": self.status_message,
+            "error_description": self.error_description,
+            "power_state": self.power_state,
+            "power_type": self.power_type,
+            "architecture": self.architecture,
+            "osystem": self.osystem,
+            "distro_series": self.distro_series,
+            "owner": self.owner,
+            "interface_set": [i.to_json() for i in self.interfaces],
+            "boot_interface": boot,
+            "ip_addresses": list(self.ip_addresses),
+            "enable_hw_sync": self.enable_hw_sync,
+            "last_sync": _iso_out(self.last_sync),
+            "next_sync": _iso_out(self.next_sync),
+            "sync_interval": self.sync_interval,
+            "hardware_uuid": self.hardware_uuid,
+        }
 
     @property
     def boot_interface(self) -> Interface | None:

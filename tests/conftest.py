@@ -34,9 +34,11 @@ def _fresh_rate_limits() -> None:
     from django.core.cache import cache
 
     from onboarding import fetchcheck
+    from onboarding.stages.storage_pxe import forget_subnets
 
     cache.clear()
     fetchcheck.forget()  # a URL fetchable in one test may be made to fail in the next
+    forget_subnets()  # the same for a site's subnets (keyed by site and URL, but still)
 
 
 def _client_for(user: Any | None) -> APIClient:

@@ -10,6 +10,8 @@ how a kind plugs in.
 
 from __future__ import annotations
 
+import copy
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,8 +31,9 @@ from maas_client.types import Machine
 from maas_domain import policy, work
 from maas_domain.policy import Policy
 from maas_domain.site_client import client_for_site
+from workflows import hints
 from workflows.models import Workflow, WorkflowEvent
-from workflows.results import LeaseLost, Result, RowChanged
+from workflows.results import LeaseLost, LookedThroughHint, Result, RowChanged
 
 M = TypeVar("M", bound=Workflow)
 
@@ -286,6 +289,10 @@ def lease_seconds() -> float:
     return float(settings.WORKFLOW_LEASE_SECONDS)
 
 
+# How long a machine this execution read from MAAS stands in for the next look at it, when no
+# MAAS mutation was sent since (``StageContext.machine``): chained stages run milliseconds apart.
+LOOKED_SECONDS = 5.0
+
 # Timeline entry kinds that describe a MAAS mutation sent (kept across a rerun).
 SENT_ENTRIES = frozenset({"maas.action", "fallback.step"})
 
@@ -297,14 +304,24 @@ class StageContext(Generic[M]):
     verb: ``LeaseLost``; an enrollment: ``RowChanged``, and the engine runs the stage again on
     the fresh row)."""
 
-    def __init__(self, kind: WorkflowKind[M], wf: M, owner: str) -> None:
+    def __init__(
+        self, kind: WorkflowKind[M], wf: M, owner: str, hint: dict[str, Any] | None = None
+    ) -> None:
         self.kind = kind
         self.wf = wf
         self.owner = owner
         self.dispatch = wf.dispatch  # the hand-off this execution claimed
         self.stored = (wf.state, wf.updated_at)  # what the row holds, for the compare-and-swap
         self.events: list[tuple[str, str, dict[str, Any]]] = []
-        self.data: dict[str, Any] = dict(wf.stage_data or {})
+        # a copy all the way down: a run that ends in a rerun leaves the row's own data as it was
+        self.data: dict[str, Any] = copy.deepcopy(wf.stage_data or {})
+        # the site poll's view of the machine that woke this step (workflows/hints.py): the
+        # first machine read may take it, once; ``hinted``: this stage run looked through it
+        self.hint = hint
+        self.hinted = False
+        # machines this execution read from MAAS itself since its last MAAS mutation
+        # (``saw``): the next look at one of them, in this stage or a chained one, takes it
+        self.looked: dict[str, tuple[Machine, float]] = {}
 
     def next_stage(self, *, rerun: bool = False) -> None:
         """The engine moves on to the row's (next or re-read) stage within one execution: the
@@ -312,7 +329,41 @@ class StageContext(Generic[M]):
         On a rerun the entries of MAAS mutations already sent stay: the intent log keeps the
         rerun from sending them again, so it would not describe them again either."""
         self.events = [e for e in self.events if e[0] in SENT_ENTRIES] if rerun else []
-        self.data = dict(self.wf.stage_data or {})
+        self.data = copy.deepcopy(self.wf.stage_data or {})
+        self.hint, self.hinted = None, False  # the hint was the woken stage's, once
+        if rerun:
+            self.looked.clear()
+
+    def machine(self, system_id: str) -> Machine:
+        """The stage's look at a machine: ``GET machines/{id}/``, unless
+
+        - this execution read it from MAAS itself (``saw``) less than ``LOOKED_SECONDS`` ago
+          and sent no MAAS mutation since: that answer, once (a chained stage after the one
+          that read it); or
+        - it is the first read of a step the site poll woke: the machine as that poll's
+          listing returned it (``workflows/hints.py``: same dispatch, stage and machine,
+          fresh enough). A stage that looked through the hint cannot send a MAAS mutation
+          (``heartbeat``): it runs again and reads.
+        """
+        hint, self.hint = self.hint, None
+        looked = self.looked.pop(system_id, None)
+        if looked is not None and time.monotonic() - looked[1] <= LOOKED_SECONDS:
+            return looked[0]
+        if hint is not None and self.wf.state == work.WorkflowState.RUNNING:
+            seen = hints.usable(
+                hint, dispatch=self.dispatch, stage=self.wf.stage, system_id=system_id
+            )
+            if seen is not None:
+                self.hinted = True
+                return seen
+        machine = self.maas.get_machine(system_id)
+        self.saw(machine)
+        return machine
+
+    def saw(self, machine: Machine) -> None:
+        """``machine`` as MAAS itself answered this execution just now (a read, a listing):
+        the next ``machine`` look at it may take it until a MAAS mutation is sent."""
+        self.looked[machine.system_id] = (machine, time.monotonic())
 
     @cached_property
     def policy(self) -> Policy:
@@ -377,7 +428,18 @@ class StageContext(Generic[M]):
 
     def heartbeat(self, operation: str = "") -> None:
         """Renew the lease and persist the intent log before a MAAS mutation; if another
-        execution took the workflow over, or the row changed, stop before touching MAAS."""
+        execution took the workflow over, or the row changed, stop before touching MAAS.
+        A stage that looked at MAAS through the site poll's hint stops here too, before the
+        intent log: look before you act means a read of our own (the engine runs the stage
+        again, and this time it reads MAAS)."""
+        if operation:
+            self.looked.clear()  # MAAS may change now: the next look reads it
+        if operation and self.hinted:
+            self.hinted = False
+            raise LookedThroughHint(
+                f"{self.kind.name} {self.wf.pk}: {self.wf.stage} would send {operation} on the "
+                "site poll's view of the machine; reading MAAS first"
+            )
         if operation:
             sent = self.data.setdefault("sent", {})
             sent[operation] = sent.get(operation, 0) + 1

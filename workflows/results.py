@@ -76,3 +76,9 @@ class LeaseLost(Exception):
 class RowChanged(Exception):
     """Someone else wrote the workflow row while the stage ran (an enrollment), though this
     execution still holds the lease: the stage runs again on the fresh row."""
+
+
+class LookedThroughHint(RowChanged):
+    """A stage that looked at the machine through the site poll's listing (workflows/hints.py)
+    was about to send a MAAS mutation: nothing was sent and nothing written; the stage runs
+    again on a real read, as after any ``RowChanged``."""

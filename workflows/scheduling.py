@@ -11,6 +11,8 @@ lost. docs/architecture.md ("Waiting without blocking", "Durability: the sweep")
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -22,6 +24,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from maas_client.errors import MaasError
+from maas_client.types import Machine
 from maas_domain import audit, context, dryrun, events, regions
 from maas_domain.fsm import sources, target
 from maas_domain.locks import try_lock
@@ -29,6 +32,7 @@ from maas_domain.models import MaasSite
 from maas_domain.secrets import SecretsError
 from maas_domain.site_client import client_for_site
 from maas_domain.work import ACTIVE_STATES, WorkflowState
+from workflows import hints
 from workflows.dispatch import ADMIT, admit_after_commit, enqueue
 from workflows.kinds import KINDS, M, WorkflowKind
 from workflows.models import RUNNABLE_STATES, Workflow
@@ -187,20 +191,26 @@ def wake(kind: WorkflowKind[Any], pk: int, why: str) -> bool:
     return wake_many(kind, [pk], why) == 1
 
 
-def wake_many(kind: WorkflowKind[Any], pks: list[int], why: str) -> int:
+def wake_many(
+    kind: WorkflowKind[Any],
+    pks: list[int],
+    why: str,
+    seen: Mapping[str, tuple[Machine, float]] | None = None,
+) -> int:
     """Move waiting workflows back to running and dispatch each: one locking read and one
     update, whatever the count (rows another transaction holds are skipped; it is moving
-    them)."""
+    them). ``seen``: the site poll's machines by system id, with when each was listed; a
+    workflow waiting on one of them gets it as its step's hint (workflows/hints.py)."""
     with transaction.atomic():
         manager = kind.model._default_manager
         rows = list(
             manager.select_for_update(skip_locked=True, of=("self",))
             .filter(pk__in=pks, state__in=sources(Workflow.wake))
-            .values_list("id", "dispatch", "site__region")
+            .values_list("id", "dispatch", "site__region", "stage", "wait_system_id")
         )
         if not rows:
             return 0
-        manager.filter(pk__in=[pk for pk, _, _ in rows]).update(
+        manager.filter(pk__in=[row[0] for row in rows]).update(
             updated_at=timezone.now(),
             state=target(Workflow.wake),
             dispatch=F("dispatch") + 1,
@@ -208,8 +218,14 @@ def wake_many(kind: WorkflowKind[Any], pks: list[int], why: str) -> int:
             wait_status=None,
             next_check_at=None,
         )
-        for pk, dispatch, region in rows:
-            enqueue(kind.name, pk, dispatch + 1, region=region)
+        for pk, dispatch, region, stage, sid in rows:
+            listed = (seen or {}).get(sid) if sid else None
+            hint = (
+                hints.build(listed[0], dispatch=dispatch + 1, stage=stage, observed_at=listed[1])
+                if listed is not None
+                else None
+            )
+            enqueue(kind.name, pk, dispatch + 1, region=region, hint=hint)
     log.debug("woke %d %s workflow(s): %s", len(rows), kind.name, why)
     return len(rows)
 
@@ -293,7 +309,9 @@ POLL_SITE = "workflow.poll_site"
 
 @shared_task(name=POLL_SITE)
 def poll_site(site_id: int) -> int:
-    """One MAAS listing for every waiting workflow of a site; wake those whose machine moved."""
+    """One MAAS listing for every waiting workflow of a site; wake those whose machine moved,
+    each with the machine as the listing returned it (workflows/hints.py: the woken stage's
+    first read takes it instead of reading MAAS again)."""
     waiting: list[tuple[WorkflowKind[Any], int, str, int | None]] = []
     with try_lock(f"poll-site-{site_id}") as got:
         if not got:
@@ -308,14 +326,15 @@ def poll_site(site_id: int) -> int:
     if not waiting:
         return 0
     site = MaasSite.objects.get(pk=site_id)
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[Machine, float]] = {}
     ids = sorted({sid for _, _, sid, _ in waiting})
     try:
         client = client_for_site(site)
         try:
             for i in range(0, len(ids), 100):
+                observed_at = time.time()  # before the request: MAAS answers after it
                 for m in client.list_machines(system_ids=ids[i : i + 100]):
-                    seen[m.system_id] = int(m.status)
+                    seen[m.system_id] = (m, observed_at)
         finally:
             client.close()
     except (MaasError, SecretsError) as exc:
@@ -323,6 +342,9 @@ def poll_site(site_id: int) -> int:
         return 0
     moved: dict[str, list[int]] = {}
     for kind, pk, sid, status in waiting:
-        if seen.get(sid, -1) != status:
+        listed = seen.get(sid)
+        if listed is None or int(listed[0].status) != status:
             moved.setdefault(kind.name, []).append(pk)
-    return sum(wake_many(KINDS[name], pks, "MAAS status changed") for name, pks in moved.items())
+    return sum(
+        wake_many(KINDS[name], pks, "MAAS status changed", seen) for name, pks in moved.items()
+    )

@@ -39,6 +39,7 @@ from workflows.results import (
     Fail,
     Hold,
     LeaseLost,
+    LookedThroughHint,
     Result,
     Retry,
     RowChanged,
@@ -51,21 +52,23 @@ W = WorkflowState
 
 
 @shared_task(name=ADVANCE)
-def advance(kind: str, workflow_id: int, dispatch: int) -> str:
-    return run(kind, workflow_id, dispatch)
+def advance(kind: str, workflow_id: int, dispatch: int, hint: dict[str, Any] | None = None) -> str:
+    return run(kind, workflow_id, dispatch, hint)
 
 
-def run(kind_name: str, pk: int, dispatch: int) -> str:
+def run(kind_name: str, pk: int, dispatch: int, hint: dict[str, Any] | None = None) -> str:
     """Body of ``workflow.advance``: claim the workflow, then run its stages one after another
     while each finishes at once (``Done``), recording each in its own short transaction, until
     one waits, retries, fails or the execution's time budget is spent. Returns what the last
-    stage did ("done", "wait", ...), or "skipped" / "lease-lost"."""
+    stage did ("done", "wait", ...), or "skipped" / "lease-lost". ``hint``: the machine as
+    the site poll that woke the workflow saw it (workflows/hints.py); the woken stage's first
+    machine read may take it instead of reading MAAS."""
     kind = KINDS[kind_name]
     claimed = claim(kind, pk, dispatch)
     if claimed is None:
         return "skipped"
     wf, owner = claimed
-    ctx = StageContext(kind, wf, owner)
+    ctx = StageContext(kind, wf, owner, hint)
     budget = time.monotonic() + settings.WORKFLOW_CHAIN_SECONDS
     reruns = 0
     try:
@@ -192,6 +195,12 @@ def execute(ctx: StageContext[M]) -> Result | None:
     except LeaseLost:
         log.warning("lease lost during %s; another execution continues", wf.stage)
         return None
+    except LookedThroughHint as exc:
+        # the run sent nothing (its first mutation stopped it): none of its timeline entries
+        # describe what happened, and the rerun that reads MAAS writes its own
+        ctx.events.clear()
+        log.info("%s: running it again", exc)
+        return cast(Result, RERUN)
     except RowChanged:
         log.info("%s %s changed while %s ran: running it again", kind.name, wf.pk, wf.stage)
         return cast(Result, RERUN)

@@ -98,7 +98,7 @@ STAGES: list[Stage[Onboarding]] = [
         (
             GET,
             C("set_storage_layout"),
-            C("subnets"),
+            C("subnets", "at most once a minute per site and worker process"),
             C("interfaces"),
             C("unlink_subnet", "only if the PXE interface is not AUTO on the PXE subnet"),
             C("link_subnet", "the same"),

@@ -20,7 +20,7 @@ MAAS_EVENTS_KEPT = 20  # MAAS's latest events for the machine, kept with a faile
 def read_machine(ctx: Ctx) -> Machine:
     if not ctx.wf.maas_system_id:
         raise StageFailed("internal", "no MAAS machine recorded; rerun from discover")
-    return ctx.maas.get_machine(ctx.wf.maas_system_id)
+    return ctx.machine(ctx.wf.maas_system_id)  # the site poll's listing, or a GET
 
 
 def learned(machine: Machine) -> dict[str, Any]:

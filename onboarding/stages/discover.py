@@ -28,7 +28,7 @@ def discover(ctx: Ctx) -> Result:
     wf, maas = ctx.wf, ctx.maas
     if wf.maas_system_id:
         try:
-            machine = maas.get_machine(wf.maas_system_id)
+            machine = ctx.machine(wf.maas_system_id)
         except MaasNotFound:
             ctx.event("maas.observed", f"recorded machine {wf.maas_system_id} is gone from MAAS")
         else:
@@ -57,12 +57,14 @@ def discover(ctx: Ctx) -> Result:
 
     by_host = _single(maas.list_machines(hostnames=[wf.hostname]), f"hostname {wf.hostname}")
     if by_host:
+        ctx.saw(by_host)  # MAAS's answer of just now: commission, chained next, looks at it
         return adopt(by_host, "matched by hostname", created=ctx.sent("create_machine"))
     addresses = maas.power_addresses()
     matches = sorted(sid for sid, addr in addresses.items() if addr == wf.ipmi_ip)
     if matches:
         found = _single(maas.list_machines(system_ids=matches), f"IPMI address {wf.ipmi_ip}")
         if found:
+            ctx.saw(found)
             return adopt(found, "matched by IPMI address")
     mac = known_pxe_mac(wf)
     if mac and not ctx.policy.match_pxe_mac:
@@ -71,6 +73,7 @@ def discover(ctx: Ctx) -> Result:
     if mac:
         found = _single(maas.list_machines(mac_addresses=[mac]), f"PXE MAC {mac}")
         if found:
+            ctx.saw(found)
             return adopt(found, "matched by PXE MAC")
     unowned = [m for m in maas.list_machines(statuses=["new"]) if not addresses.get(m.system_id)]
     if ctx.policy.auto_claim_new:

@@ -4,6 +4,10 @@ on the PXE subnet.
 
 from __future__ import annotations
 
+import time
+
+from maas_client.errors import MaasError
+from maas_client.types import Subnet
 from onboarding.models import Onboarding
 from onboarding.stages.commission import PAST_COMMISSIONING
 from onboarding.stages.common import Ctx, S, read_machine
@@ -26,7 +30,7 @@ def storage_pxe(ctx: Ctx) -> Result:
         maas.set_storage_layout(machine.system_id, profile.storage_layout)
         ctx.event("maas.action", f"storage layout {profile.storage_layout} applied")
     cidr = profile.pxe_subnet or wf.site.pxe_subnet
-    subnets = {s.cidr: s for s in maas.subnets()}
+    subnets = {s.cidr: s for s in site_subnets(ctx, fresh_unless=cidr)}
     iface = (
         next((i for i in machine.interfaces if i.name == profile.pxe_interface), None)
         if profile.pxe_interface
@@ -57,16 +61,21 @@ def storage_pxe(ctx: Ctx) -> Result:
             maas.unlink_subnet(machine.system_id, iface.id, link.id)
     if not good:
         # MAAS offers only the interface's own VLAN's subnets unless asked to move it
-        maas.link_subnet(
-            machine.system_id,
-            iface.id,
-            mode="auto",
-            subnet=target.id,
-            force=iface.vlan_id != target.vlan_id,
-        )
+        try:
+            maas.link_subnet(
+                machine.system_id,
+                iface.id,
+                mode="auto",
+                subnet=target.id,
+                force=iface.vlan_id != target.vlan_id,
+            )
+        except MaasError:
+            forget_subnets(ctx)  # maybe ours were stale: the next run reads them again
+            raise
     ctx.event("maas.action", f"relinked PXE interface {iface.name} to AUTO on {target.cidr}")
     check = next(i for i in maas.interfaces(machine.system_id) if i.id == iface.id)
     if not any(lk.mode == "auto" and lk.subnet and lk.subnet.id == target.id for lk in check.links):
+        forget_subnets(ctx)
         return Fail(
             "pxe", f"PXE interface {iface.name} did not take the AUTO link on {target.cidr}"
         )
@@ -77,3 +86,38 @@ def first_deploy(wf: Onboarding) -> bool:
     """Not a reimage's redeploy: MAAS keeps the layout and the PXE link the node's first
     onboarding set across the release (decommission/stages.py starts the redeploy past them)."""
     return wf.parent_kind != "decommission"
+
+
+# The site's subnets, read at most once per this many seconds per site and worker process: in a
+# batch every node's storage_pxe stage needs the same list (one GET subnets per node before).
+# Subnets are not the machine: an operator changes them rarely and never as a step of an
+# onboarding. What a stale list could do, and why that is safe: a PXE subnet created since is
+# looked up again before "does not exist" fails a stage (``fresh_unless``); a subnet deleted and
+# recreated under another id makes ``link_subnet`` refuse (MAAS checks the id) or the
+# verification that follows it fail, and either forgets the list. No machine state is cached.
+SUBNETS_SECONDS = 60.0
+_subnets: dict[tuple[int, str], tuple[float, list[Subnet]]] = {}
+
+
+def site_subnets(ctx: Ctx, *, fresh_unless: str = "") -> list[Subnet]:
+    """``GET subnets/`` of the workflow's site, or this process's copy of it younger than
+    ``SUBNETS_SECONDS``; a copy that lacks the CIDR ``fresh_unless`` is read again."""
+    key = (ctx.wf.site_id, ctx.wf.site.maas_url)
+    kept = _subnets.get(key)
+    if (
+        kept is not None
+        and time.monotonic() - kept[0] <= SUBNETS_SECONDS
+        and (not fresh_unless or any(s.cidr == fresh_unless for s in kept[1]))
+    ):
+        return kept[1]
+    subnets = ctx.maas.subnets()
+    _subnets[key] = (time.monotonic(), subnets)
+    return subnets
+
+
+def forget_subnets(ctx: Ctx | None = None) -> None:
+    """Drop the copy of the workflow's site (every site's without ``ctx``: tests)."""
+    if ctx is None:
+        _subnets.clear()
+    else:
+        _subnets.pop((ctx.wf.site_id, ctx.wf.site.maas_url), None)
