@@ -103,9 +103,10 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
 
 
 # The tests that take tens of seconds each (whole stacks started as processes, fuzzing, kill -9
-# drills; `pytest --durations=40` lists them). They run first, one half at the head of each xdist
-# worker's share, so a parallel run does not end with one worker alone on a long test. (Safe for
-# database tests that run after them: every flush restores what the migrations seeded.)
+# drills; `pytest --durations=40` lists them). They run first, an equal part at the head of each
+# xdist worker's share (worksteal hands each worker a contiguous share of this order), so a
+# parallel run does not end with one worker alone on a long test. (Safe for database tests that
+# run after them: every flush restores what the migrations seeded.)
 HEAVY = (
     "tests/api/test_fuzz.py",
     "tests/test_readme.py",
@@ -128,6 +129,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not heavy or len(heavy) == len(items):
         return
     light = [item for item in items if not item.nodeid.startswith(HEAVY)]
-    first, second = heavy[0::2], heavy[1::2]
-    head = light[: max(len(items) // 2 - len(first), 0)]
-    items[:] = first + head + second + light[len(head) :]
+    count = max(int(getattr(config, "workerinput", {}).get("workercount", 1)), 1)
+    share = len(items) // count
+    ordered: list[pytest.Item] = []
+    taken = 0
+    for n in range(count):
+        ordered += heavy[n::count]
+        if n < count - 1:  # light tests up to where the next worker's share starts
+            fill = max((n + 1) * share - len(ordered), 0)
+            ordered += light[taken : taken + fill]
+            taken += fill
+    items[:] = ordered + light[taken:]
