@@ -25,6 +25,13 @@ from maas_client.status import NodeStatus
 
 log = logging.getLogger("maas.simulator.node")
 NODE_DIR = "/etc/gpuaas/node"  # one value per file, as onboarding/cloudconfig.py writes them
+# The first-boot scripts call with `curl --retry 8 --retry-connrefused --retry-max-time 600`
+# (templates/firstboot/): curl retries a refused or timed-out connection and HTTP 408, 429, 500,
+# 502, 503 and 504, waiting 1 s and doubling, within 600 s. The node side does the same, so a
+# control plane restarting under a batch sees what real nodes do to it.
+RETRIES = 8
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+RETRY_MAX_SECONDS = 600.0
 
 
 @dataclass
@@ -122,12 +129,7 @@ class NodeSide:
             "status": outcome,
             "detail": "" if outcome == "ok" else f"{phase} exited 1 (simulated)",
         }
-        try:
-            status = requests.post(
-                str(config["report_url"]), json=body, timeout=self.timeout
-            ).status_code
-        except requests.RequestException:
-            status = 0
+        status = self._post(system_id, str(config["report_url"]), body)
         with self._lock:
             self.reports.append(
                 {"system_id": system_id, "phase": phase, "outcome": outcome, "status": status}
@@ -147,6 +149,25 @@ class NodeSide:
                 return False
         return True
 
+    def _post(self, system_id: str, url: str, body: dict[str, Any]) -> int:
+        """POST ``body`` as the scripts' curl does (``RETRIES``): the last answer's status, 0
+        if none came."""
+        started, wait, status = time.monotonic(), 1.0, 0
+        for attempt in range(RETRIES + 1):
+            try:
+                status = requests.post(url, json=body, timeout=self.timeout).status_code
+            except requests.RequestException as exc:
+                status = 0
+                log.warning("node %s could not reach %s: %s", system_id, url, exc)
+            if status and status not in RETRY_STATUSES:
+                return status
+            if attempt == RETRIES or time.monotonic() - started + wait > RETRY_MAX_SECONDS:
+                break
+            if self._stopped.wait(wait):  # the test or the demo is over
+                break
+            wait *= 2
+        return status
+
     def _enroll(self, system_id: str, config: dict[str, Any], behaviour: Behaviour) -> None:
         time.sleep(behaviour.delay)
         if not self._first_boot(system_id, config, behaviour):
@@ -163,12 +184,7 @@ class NodeSide:
             "system_id": system_id,
         }
         for _ in range(behaviour.repeat):
-            try:
-                response = requests.post(str(config["enroll_url"]), json=body, timeout=self.timeout)
-                status = response.status_code
-            except requests.RequestException as exc:
-                status = 0
-                log.warning("node %s could not reach %s: %s", system_id, config["enroll_url"], exc)
+            status = self._post(system_id, str(config["enroll_url"]), body)
             with self._lock:
                 self.calls.append(
                     {
