@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import os
 import signal
 import sys
 from collections import Counter
@@ -34,6 +35,7 @@ from benchmarks.stack import (
     maas_seconds_per_onboarding,
 )
 
+CORES = os.cpu_count() or 1
 SCALE_60S = maas_seconds_per_onboarding() / 60.0  # one onboarding's MAAS time is about 60 s
 SCENARIOS = {
     "burst": Scenario("burst", nodes=200, limit=200, scale=600.0, sweep_seconds=1),
@@ -83,6 +85,11 @@ def table(r: Result) -> str:
         ),
         "  peak RSS                "
         + "  ".join(f"{k} {v:.0f} MB" for k, v in sorted(r.rss_mb.items())),
+        f"  machine CPU busy        {r.machine_busy_seconds:.1f} s of "
+        f"{r.wall_seconds * CORES:.1f} s ({CORES} cores x wall: "
+        f"{100 * r.machine_busy_seconds / max(r.wall_seconds * CORES, 1e-9):.0f}%), "
+        f"{r.per_node(r.machine_busy_seconds) * 1000:.0f} ms per node: every process "
+        "(ours, the simulator, PostgreSQL, Redis)",
     ]
     if r.recovery:
         twice = duplicate_mutations(r)

@@ -72,6 +72,7 @@ class Result:
     statements: dict[str, int] = field(default_factory=dict)
     tasks: dict[str, int] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
+    machine_busy_seconds: float = 0.0  # every process on the machine, from /proc/stat
     rss_mb: dict[str, float] = field(default_factory=dict)
     recovery: dict[str, Any] = field(default_factory=dict)
     # host, stage, failure class, reason of every workflow that did not succeed
@@ -253,6 +254,18 @@ class SimulatorProcess:
                 self.proc.wait()
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every process on this machine has used since boot (``/proc/stat``: all but
+    idle and iowait), 0 where there is no /proc: a run's difference says whether the cores were
+    the limit (busy close to wall x cores)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0
+    ticks = [int(f) for f in fields]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 class Stack:
     def __init__(
         self, scenario: Scenario, *, redis_db: int = BENCH_REDIS_DB, label: str = "bench"
@@ -426,6 +439,7 @@ class Stack:
         )[0]
         requests.delete(self.sim_url.replace("/MAAS/", "/_sim/counters"), timeout=10)
         self._profile()
+        busy_before = machine_busy_seconds()
         started = time.perf_counter()
         answer = requests.post(
             f"http://127.0.0.1:{self.web_port}/api/v1/admin/onboardings/batch",
@@ -454,6 +468,7 @@ class Stack:
                 raise RuntimeError(f"batch did not settle within an hour: {counts}")
             time.sleep(0.25)
         result.wall_seconds = time.perf_counter() - started
+        result.machine_busy_seconds = machine_busy_seconds() - busy_before
         result.states = dict(
             self.db_rows("SELECT state, count(*) FROM node_onboardings GROUP BY 1")
         )
