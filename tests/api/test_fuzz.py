@@ -7,7 +7,7 @@ status, content type or body the document does not describe, fails the gate.
 
 Each run draws a fresh seed and prints it (the failure message carries it too); replay a run
 with ``FUZZ_SEED=<seed>``. ``make check`` runs the gate on PostgreSQL and again on SQLite (the
-embedded default) at 40 examples per operation (``scripts/check``: a fresh seed every run, so
+embedded default) at 25 examples per operation (``scripts/check``: a fresh seed every run, so
 successive runs cover new ground); ``make fuzz`` runs 300 examples per operation on both.
 """
 
