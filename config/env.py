@@ -10,8 +10,10 @@ the compose file only sets variables the settings understand.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -145,3 +147,23 @@ def database_from_url(url: str) -> dict[str, object]:
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": options,
     }
+
+
+def generated_once(path: Path, make: Callable[[], str]) -> str:
+    """The value kept in ``path``, made by ``make`` if the file does not exist yet (embedded
+    mode's generated keys). Processes starting at once from a fresh data folder agree on one
+    value: each writes its candidate to a private file and hard-links it into place, which
+    fails if another got there first, so the file only ever appears whole and is never
+    replaced (two processes with different keys would not read each other's secrets)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        candidate = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        candidate.write_text(make())
+        candidate.chmod(0o600)
+        try:
+            os.link(candidate, path)
+        except FileExistsError:
+            pass  # another process's value stands
+        finally:
+            candidate.unlink()
+    return path.read_text().strip()

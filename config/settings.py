@@ -21,7 +21,7 @@ from pathlib import Path
 import django_stubs_ext
 from cryptography.fernet import Fernet
 
-from config.env import Env, database_from_url
+from config.env import Env, database_from_url, generated_once
 
 django_stubs_ext.monkeypatch()  # ModelAdmin[...], ModelChoiceField[...] at run time (typing)
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -32,18 +32,10 @@ PRODUCTION = MODE == "production"
 DATA_DIR = Path(env.string("DATA_DIR", str(BASE_DIR / "var")) or "var").resolve()
 
 
-def _generated(name: str, make: str) -> str:
-    """A value generated once into the data folder (embedded mode only)."""
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    path = DATA_DIR / name
-    if not path.exists():
-        path.write_text(make)
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
 SECRET_KEY = env.string("SECRET_KEY", required=PRODUCTION) or (
-    "" if PRODUCTION else _generated("django-secret-key", secrets.token_urlsafe(50))
+    ""
+    if PRODUCTION
+    else generated_once(DATA_DIR / "django-secret-key", lambda: secrets.token_urlsafe(50))
 )
 DEBUG = env.flag("DEBUG", default=False)
 if PRODUCTION and DEBUG:  # tracebacks with settings and local values in every error page
@@ -208,7 +200,9 @@ if SECRETS_BACKEND == "database" and not _secrets_keys:
             "MAASCP_SECRETS_KEY (a Fernet key) for encrypted database rows"
         )
     else:
-        _secrets_keys = [_generated("secrets.key", Fernet.generate_key().decode())]
+        _secrets_keys = [
+            generated_once(DATA_DIR / "secrets.key", lambda: Fernet.generate_key().decode())
+        ]
 for _key in _secrets_keys:
     try:
         Fernet(str(_key).encode())

@@ -203,3 +203,30 @@ def test_behind_a_tls_proxy_hsts_and_the_forwarded_scheme_are_on(tmp_path: Path)
     assert on == ["('HTTP_X_FORWARDED_PROTO', 'https')", "31536000", "True", "True"]
     off = settings_of({}, tmp_path, *names)
     assert off == ["None", "0", "False", "False"]
+
+
+def test_processes_starting_at_once_agree_on_one_generated_key(tmp_path: Path) -> None:
+    """Embedded mode generates its keys into the data folder at the first start; twenty
+    processes starting at once from a fresh folder (the fleet benchmark's simulators) must
+    neither read a half-written file nor each keep a key of its own."""
+    import threading
+
+    from config.env import generated_once
+
+    path = tmp_path / "secrets.key"
+    start = threading.Barrier(20)
+    got: list[str] = []
+
+    def one(n: int) -> None:
+        start.wait()
+        got.append(generated_once(path, lambda: f"key-{n}-" + "x" * 4096))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 20 and len(set(got)) == 1, sorted(set(got))[:3]
+    assert path.read_text().strip() == got[0]
+    assert path.stat().st_mode & 0o077 == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["secrets.key"]  # no candidate left behind
