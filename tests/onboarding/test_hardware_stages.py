@@ -34,14 +34,6 @@ PROFILE = {
 }
 
 
-def onboarding(bench: Bench, hostname: str, ipmi_ip: str, **fields: Any) -> Onboarding:
-    node = bench.node(hostname, ipmi_ip, state="provisioning")
-    return Onboarding.objects.create(
-        site=bench.site, profile=bench.profile, sku=bench.sku, node=node, hostname=hostname,
-        ipmi_ip=ipmi_ip, correlation_id="hw-test", **fields,
-    )  # fmt: skip
-
-
 def machine(bench: Bench, hostname: str, **spec: Any) -> str:
     sid: str = bench.sim.add(
         hostname=hostname, status=spec.pop("status", "ready"), interfaces=[PXE, *FABRIC], **spec
@@ -62,7 +54,7 @@ def judged(
     bench: Bench, hostname: str, ipmi: str, **spec: Any
 ) -> tuple[Any, Onboarding, list[Any]]:
     sid = machine(bench, hostname, **spec)
-    wf = onboarding(bench, hostname, ipmi, maas_system_id=sid)
+    wf = bench.onboarding(hostname, ipmi, maas_system_id=sid)
     result, events = run_stage("onboarding", wf, "conformance")
     return result, wf, events
 
@@ -160,7 +152,7 @@ def test_a_machine_maas_never_commissioned_is_never_judged_conformant(bench: Ben
     )
     sid = created.system_id
     client.close()
-    wf = onboarding(bench, "hw8", "10.6.0.8", maas_system_id=sid)
+    wf = bench.onboarding("hw8", "10.6.0.8", maas_system_id=sid)
     result, _ = run_stage("onboarding", wf, "conformance")
     assert (type(result).__name__, result.failure_class) == ("Fail", "hardware_unknown")
     assert "nothing was judged conformant" in result.message
@@ -170,7 +162,7 @@ def test_a_machine_maas_never_commissioned_is_never_judged_conformant(bench: Ben
 def test_the_completion_gate_judges_a_machine_adopted_past_conformance(bench: Bench) -> None:
     profiled(bench)
     sid = machine(bench, "hw9", status="deployed", faults={"gpu_missing": 1})
-    wf = onboarding(bench, "hw9", "10.6.0.9", maas_system_id=sid, token_attempt=1)
+    wf = bench.onboarding("hw9", "10.6.0.9", maas_system_id=sid, token_attempt=1)
     result, _ = run_stage("onboarding", wf, "complete")
     assert result.failure_class == "hardware_nonconformant"
 
@@ -178,7 +170,7 @@ def test_the_completion_gate_judges_a_machine_adopted_past_conformance(bench: Be
 def test_a_nonconformant_machine_quarantines_its_node_with_frozen_evidence(bench: Bench) -> None:
     profiled(bench)
     sid = machine(bench, "hwa", faults={"gpu_missing": 1})
-    wf = onboarding(bench, "hwa", "10.6.0.10", maas_system_id=sid)
+    wf = bench.onboarding("hwa", "10.6.0.10", maas_system_id=sid)
     run_stage("onboarding", wf, "conformance", record=True)
     wf.refresh_from_db()
     assert (wf.state, wf.failure_class) == ("failed", "hardware_nonconformant")
@@ -210,7 +202,7 @@ def test_a_rerun_after_repair_takes_the_node_back_and_judges_again(bench: Bench)
 
     profiled(bench)
     sid = machine(bench, "hwb", faults={"gpu_missing": 1})
-    wf = onboarding(bench, "hwb", "10.6.0.11", maas_system_id=sid)
+    wf = bench.onboarding("hwb", "10.6.0.11", maas_system_id=sid)
     run_stage("onboarding", wf, "conformance", record=True)
     bench.sim.post(f"machines/{sid}/faults", {"gpu_missing": 0})  # the GPU is reseated
     verbs.apply(KINDS["onboarding"], wf.pk, "rerun", actor=bench.admin, reason="GPU reseated")
@@ -226,7 +218,7 @@ def test_a_node_quarantined_for_another_reason_stays_quarantined_on_rerun(bench:
 
     profiled(bench)
     sid = machine(bench, "hwc", faults={"gpu_missing": 1})
-    wf = onboarding(bench, "hwc", "10.6.0.12", maas_system_id=sid)
+    wf = bench.onboarding("hwc", "10.6.0.12", maas_system_id=sid)
     run_stage("onboarding", wf, "conformance", record=True)
     node = Node.objects.get(pk=wf.node_id or 0)
     from django.db import transaction
@@ -269,7 +261,7 @@ def until_done(wf: Onboarding, bench: Bench) -> Any:
 def test_acceptance_runs_infra_scripts_once_and_passes_per_script_and_disk(bench: Bench) -> None:
     accepting(bench, acceptance_parameters={f"{BURN}_duration": "600"})
     sid = machine(bench, "ac1")
-    wf = onboarding(bench, "ac1", "10.6.1.1", maas_system_id=sid)
+    wf = bench.onboarding("ac1", "10.6.1.1", maas_system_id=sid)
     result, events = until_done(wf, bench)
     assert type(result).__name__ == "Done", result
     report = result.updates["acceptance_report"]
@@ -287,7 +279,7 @@ def test_acceptance_runs_infra_scripts_once_and_passes_per_script_and_disk(bench
 def test_a_failed_burn_in_fails_closed_naming_script_exit_and_output(bench: Bench) -> None:
     accepting(bench)
     sid = machine(bench, "ac2", faults={"script_fails": [BURN]})
-    wf = onboarding(bench, "ac2", "10.6.1.2", maas_system_id=sid)
+    wf = bench.onboarding("ac2", "10.6.1.2", maas_system_id=sid)
     result, events = until_done(wf, bench)
     assert (type(result).__name__, result.failure_class) == ("Fail", "acceptance_failed")
     assert BURN in result.message and "exit 1" in result.message
@@ -304,7 +296,7 @@ def test_a_machine_not_ready_is_never_tested(bench: Bench) -> None:
     """MAAS reboots a Deployed machine to test it: the stage refuses instead."""
     accepting(bench)
     sid = machine(bench, "ac3", status="deployed")
-    wf = onboarding(bench, "ac3", "10.6.1.3", maas_system_id=sid)
+    wf = bench.onboarding("ac3", "10.6.1.3", maas_system_id=sid)
     result, _ = run_stage("onboarding", wf, "acceptance")
     assert (type(result).__name__, result.failure_class) == ("Fail", "unexpected_state")
     assert bench.sim.mutations(sid) == []
@@ -313,7 +305,7 @@ def test_a_machine_not_ready_is_never_tested(bench: Bench) -> None:
 def test_acceptance_applies_only_when_policy_names_scripts(bench: Bench) -> None:
     from onboarding.stages.acceptance import acceptance_applies
 
-    wf = onboarding(bench, "ac4", "10.6.1.4")
+    wf = bench.onboarding("ac4", "10.6.1.4")
     assert not acceptance_applies(wf)
     bench.policy(acceptance_scripts=[BURN])
     assert acceptance_applies(wf)
@@ -323,7 +315,7 @@ def test_a_sku_that_states_no_hardware_is_conformant_by_its_own_words(bench: Ben
     bench.sku.gpu_count = 0
     bench.sku.hardware = {}
     bench.sku.save()
-    wf = onboarding(bench, "nohw1", "10.6.9.1")
+    wf = bench.onboarding("nohw1", "10.6.9.1")
     result, _ = run_stage("onboarding", wf, "conformance")
     assert (type(result).__name__, result.message) == (
         "Done",
@@ -341,7 +333,7 @@ def test_a_sku_that_states_no_hardware_is_conformant_by_its_own_words(bench: Ben
 
 def test_conformance_without_a_machine_is_an_internal_failure(bench: Bench) -> None:
     profiled(bench)
-    wf = onboarding(bench, "nosid", "10.6.9.2")
+    wf = bench.onboarding("nosid", "10.6.9.2")
     result, _ = run_stage("onboarding", wf, "conformance")
     assert (type(result).__name__, result.failure_class, result.message) == (
         "Fail",

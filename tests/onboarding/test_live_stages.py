@@ -19,20 +19,6 @@ pytestmark = pytest.mark.django_db
 S = NodeStatus
 
 
-def onboarding(bench: Bench, hostname: str, ipmi_ip: str, **fields: Any) -> Onboarding:
-    node = bench.node(hostname, ipmi_ip, state="provisioning")
-    return Onboarding.objects.create(
-        site=bench.site,
-        profile=bench.profile,
-        sku=bench.sku,
-        node=node,
-        hostname=hostname,
-        ipmi_ip=ipmi_ip,
-        correlation_id="live-test",
-        **fields,
-    )
-
-
 def run(wf: Onboarding, stage: str, *, record: bool = False) -> Any:
     return run_stage("onboarding", wf, stage, record=record)
 
@@ -53,7 +39,7 @@ def done(wf: Onboarding, result: Any) -> None:
 
 def test_commission_sends_the_policy_flags_and_scripts(bench: Bench) -> None:
     sid = bench.sim.add(hostname="m1", status="new")
-    wf = onboarding(bench, "m1", "10.5.0.1", maas_system_id=sid)
+    wf = bench.onboarding("m1", "10.5.0.1", maas_system_id=sid)
     run(wf, "commission")
     [sent] = bench.sim.sent("machine.commission", sid)
     assert (sent["enable_ssh"], sent["skip_bmc_config"]) == ("1", "1")  # the prototype's flags
@@ -66,7 +52,7 @@ def test_commission_sends_the_policy_flags_and_scripts(bench: Bench) -> None:
         commission_scripts=["50-infra-firmware", "60-infra-nvme"],
     )
     sid2 = bench.sim.add(hostname="m2", status="new")
-    run(onboarding(bench, "m2", "10.5.0.2", maas_system_id=sid2), "commission")
+    run(bench.onboarding("m2", "10.5.0.2", maas_system_id=sid2), "commission")
     [sent] = bench.sim.sent("machine.commission", sid2)
     assert (sent["enable_ssh"], sent["skip_bmc_config"], sent["skip_storage"]) == ("0", "0", "1")
     assert sent["commissioning_scripts"] == "50-infra-firmware,60-infra-nvme"
@@ -76,7 +62,7 @@ def test_deploy_sends_the_profile_series_kernel_and_this_attempts_payload(bench:
     bench.profile.distro_series, bench.profile.hwe_kernel = "noble", "ga-24.04"
     bench.profile.save()
     sid = bench.sim.add(hostname="m3", status="ready")
-    wf = onboarding(bench, "m3", "10.5.0.3", maas_system_id=sid)
+    wf = bench.onboarding("m3", "10.5.0.3", maas_system_id=sid)
     done(wf, run(wf, "payload")[0])
     run(wf, "deploy")
     [sent] = bench.sim.sent("machine.deploy", sid)
@@ -92,7 +78,7 @@ def test_deploy_sends_the_profile_series_kernel_and_this_attempts_payload(bench:
 def test_deploy_asks_for_hardware_sync_when_policy_requires_it(bench: Bench) -> None:
     bench.policy(hardware_sync_required=True)
     sid = bench.sim.add(hostname="m4", status="ready")
-    wf = onboarding(bench, "m4", "10.5.0.4", maas_system_id=sid)
+    wf = bench.onboarding("m4", "10.5.0.4", maas_system_id=sid)
     done(wf, run(wf, "payload")[0])
     run(wf, "deploy")
     assert bench.sim.sent("machine.deploy", sid)[0]["enable_hw_sync"] == "true"
@@ -108,7 +94,7 @@ def test_rerun_clears_the_previous_runs_completion_and_enrollment(bench: Bench) 
     from workflows import verbs
 
     now = timezone.now()
-    wf = onboarding(bench, "t1", "10.5.1.1", token_attempt=1, enrolled_attempt=1)
+    wf = bench.onboarding("t1", "10.5.1.1", token_attempt=1, enrolled_attempt=1)
     Onboarding.objects.filter(pk=wf.pk).update(
         completed_at=now, enrolled_at=now, agent_started_at=now, finished_at=now
     )
@@ -131,7 +117,7 @@ def test_resume_keeps_what_the_same_attempt_already_proved(bench: Bench) -> None
     from workflows import verbs
 
     now = timezone.now()
-    wf = onboarding(bench, "t2", "10.5.1.2", token_attempt=1, enrolled_attempt=1, stage="complete")
+    wf = bench.onboarding("t2", "10.5.1.2", token_attempt=1, enrolled_attempt=1, stage="complete")
     Onboarding.objects.filter(pk=wf.pk).update(
         enrolled_at=now, agent_started_at=now, state="failed"
     )
@@ -159,7 +145,7 @@ def gated(bench: Bench, hostname: str, ip: str, **fields: Any) -> Onboarding:
         "site_bundle_version": "2024.10",
         "site_bundle_done_at": now,
     }
-    return onboarding(bench, hostname, ip, **{**base, **fields})
+    return bench.onboarding(hostname, ip, **{**base, **fields})
 
 
 @pytest.mark.parametrize(
@@ -212,8 +198,7 @@ def test_the_site_bundle_gate_does_not_apply_without_a_bundle(bench: Bench) -> N
 def test_a_failure_the_node_reported_fails_enrollment_with_its_own_class(
     bench: Bench, failure: str, label: str
 ) -> None:
-    wf = onboarding(
-        bench,
+    wf = bench.onboarding(
         f"n-{failure}".replace("_", "-"),
         "10.5.2.5",
         node_failure=failure,
@@ -226,7 +211,7 @@ def test_a_failure_the_node_reported_fails_enrollment_with_its_own_class(
 
 
 def test_a_node_failure_without_detail_says_so(bench: Bench) -> None:
-    wf = onboarding(bench, "n-nodetail", "10.5.2.6", node_failure="agent_start")
+    wf = bench.onboarding("n-nodetail", "10.5.2.6", node_failure="agent_start")
     result, _ = run(wf, "enrollment")
     assert result.message == "the node agent failed on the node: (no detail)"
 
@@ -236,7 +221,7 @@ def test_a_node_failure_without_detail_says_so(bench: Bench) -> None:
 
 def test_storage_and_pxe_are_left_alone_on_a_deployed_machine(bench: Bench) -> None:
     sid = bench.sim.add(hostname="a1", status="deployed")
-    result, _ = run(onboarding(bench, "a1", "10.5.3.1", maas_system_id=sid), "storage_pxe")
+    result, _ = run(bench.onboarding("a1", "10.5.3.1", maas_system_id=sid), "storage_pxe")
     assert name(result) == "Done" and "Deployed" in result.message
     assert bench.sim.mutations(sid) == []
 
@@ -245,7 +230,7 @@ def test_deploy_adopts_a_deployed_machine_and_keeps_the_payload_the_node_runs(
     bench: Bench,
 ) -> None:
     sid = bench.sim.add(hostname="a2", status="deployed")
-    wf = onboarding(bench, "a2", "10.5.3.2", maas_system_id=sid, attempt=2, node_token_attempt=1)
+    wf = bench.onboarding("a2", "10.5.3.2", maas_system_id=sid, attempt=2, node_token_attempt=1)
     done(wf, run(wf, "payload")[0])
     result, _ = run(wf, "deploy")
     assert (name(result), result.message) == ("Done", "already Deployed in MAAS; adopted (jammy)")
@@ -259,8 +244,8 @@ def test_a_deploy_sent_records_whose_tokens_the_node_will_hold(bench: Bench) -> 
     from django.utils import timezone
 
     sid = bench.sim.add(hostname="a3", status="ready")
-    wf = onboarding(
-        bench, "a3", "10.5.3.3", maas_system_id=sid, attempt=3, site_bundle_done_at=timezone.now()
+    wf = bench.onboarding(
+        "a3", "10.5.3.3", maas_system_id=sid, attempt=3, site_bundle_done_at=timezone.now()
     )
     done(wf, run(wf, "payload")[0])
     run(wf, "deploy", record=True)
@@ -274,7 +259,7 @@ def test_a_deploy_sent_records_whose_tokens_the_node_will_hold(bench: Bench) -> 
 
 def deploying(bench: Bench, hostname: str, ip: str, **faults: Any) -> tuple[Onboarding, str]:
     sid = bench.sim.add(hostname=hostname, status="ready", faults=faults)
-    wf = onboarding(bench, hostname, ip, maas_system_id=sid)
+    wf = bench.onboarding(hostname, ip, maas_system_id=sid)
     done(wf, run(wf, "payload")[0])
     result, _ = run(wf, "deploy", record=True)
     assert (name(result), result.status) == ("Wait", int(S.DEPLOYING))
@@ -405,7 +390,7 @@ def matched_by(events: list[Any]) -> str | None:
 
 def test_discover_learns_the_pxe_mac_maas_reports(bench: Bench) -> None:
     sid = bench.sim.add(hostname="dm1", status="ready", mac_addresses=["52:54:00:99:01:01"])
-    result, events = run(onboarding(bench, "dm1", "10.5.5.1"), "discover")
+    result, events = run(bench.onboarding("dm1", "10.5.5.1"), "discover")
     assert matched_by(events) == "matched by hostname"
     assert result.updates["maas_system_id"] == sid
     assert result.updates["pxe_mac"] == "52:54:00:99:01:01"
@@ -414,7 +399,7 @@ def test_discover_learns_the_pxe_mac_maas_reports(bench: Bench) -> None:
 def re_enlisted(bench: Bench, hostname: str, ip: str, mac: str) -> str:
     """The host was onboarded before (MAAS told us its PXE MAC); its machine was deleted and the
     box enlisted itself again: a random hostname and no BMC address MAAS knows."""
-    earlier = onboarding(bench, hostname, ip, pxe_mac=mac)
+    earlier = bench.onboarding(hostname, ip, pxe_mac=mac)
     Onboarding.objects.filter(pk=earlier.pk).update(state="succeeded")
     return bench.sim.add(
         hostname="happy-newt", status="new", power_type="manual", mac_addresses=[mac]
@@ -466,7 +451,7 @@ def test_a_learned_pxe_mac_is_not_used_when_policy_says_so(bench: Bench) -> None
 def test_an_unknown_host_is_created_power_cycled_through_maas_and_waited_for(
     bench: Bench,
 ) -> None:
-    wf = onboarding(bench, "dm4", "10.5.5.4")
+    wf = bench.onboarding("dm4", "10.5.5.4")
     result, _ = run(wf, "discover", record=True)
     assert (name(result), result.message) == ("Wait", "waiting for MAAS to discover the machine")
     sid = wf.maas_system_id
@@ -492,7 +477,7 @@ def test_a_box_that_enlists_itself_when_power_cycled_is_taken_instead(bench: Ben
         mac_addresses=[],
         faults={"enlist_on_power_cycle": True},
     )
-    wf = onboarding(bench, "dm5", "10.5.5.5", maas_system_id=sid, created_machine=True)
+    wf = bench.onboarding("dm5", "10.5.5.5", maas_system_id=sid, created_machine=True)
     result, _ = run(wf, "discover", record=True)
     assert name(result) == "Wait"
     [stranger] = [m for m in bench.sim.model.machines if m != sid]
@@ -512,7 +497,7 @@ def test_a_box_that_enlists_itself_when_power_cycled_is_taken_instead(bench: Ben
 
 def test_discovery_without_power_cycle_refuses_a_host_maas_cannot_find(bench: Bench) -> None:
     bench.policy(discovery_power_cycle=False)
-    result, _ = run(onboarding(bench, "dm6", "10.5.5.6"), "discover")
+    result, _ = run(bench.onboarding("dm6", "10.5.5.6"), "discover")
     assert (name(result), result.failure_class) == ("Fail", "discovery")
     assert "discovery_power_cycle" in result.message
     assert bench.sim.mutations() == []
@@ -520,7 +505,7 @@ def test_discovery_without_power_cycle_refuses_a_host_maas_cannot_find(bench: Be
 
 def test_a_power_cycle_maas_never_sees_boot_fails_discovery(bench: Bench) -> None:
     bench.sim.post("config", {"node_timeout": 1})
-    wf = onboarding(bench, "dm7", "10.5.5.7")
+    wf = bench.onboarding("dm7", "10.5.5.7")
     sid = bench.sim.add(hostname="dm7", status="new", power_address="10.5.5.7", mac_addresses=[])
     bench.sim.post(f"machines/{sid}/faults", {"enlist_on_power_cycle": True})
     Onboarding.objects.filter(pk=wf.pk).update(maas_system_id=sid)
@@ -538,7 +523,7 @@ def test_a_power_cycle_maas_never_sees_boot_fails_discovery(bench: Bench) -> Non
 
 def test_auto_claim_off_says_why_the_only_new_machine_was_not_taken(bench: Bench) -> None:
     bench.sim.add(hostname="lonely", status="new", power_type="manual")
-    result, events = run(onboarding(bench, "dm8", "10.5.5.8"), "discover")
+    result, events = run(bench.onboarding("dm8", "10.5.5.8"), "discover")
     assert any("auto_claim_new is off" in message for _, message, _ in events)
     assert result.updates.get("maas_system_id") != "lonely"
 
@@ -549,13 +534,13 @@ def test_auto_claim_off_says_why_the_only_new_machine_was_not_taken(bench: Bench
 def reachable(bench: Bench, hostname: str, ip: str, **faults: Any) -> tuple[Onboarding, str]:
     bench.policy(reachability_script="infra-reach")
     sid = bench.sim.add(hostname=hostname, status="ready", faults=faults)
-    return onboarding(bench, hostname, ip, maas_system_id=sid), sid
+    return bench.onboarding(hostname, ip, maas_system_id=sid), sid
 
 
 def test_the_reachability_stage_runs_only_when_policy_names_a_script(bench: Bench) -> None:
     from onboarding.workflow import KIND
 
-    wf = onboarding(bench, "rc0", "10.5.6.1")
+    wf = bench.onboarding("rc0", "10.5.6.1")
     assert "reachability" not in [s.name for s in KIND.stages_for(wf)]
     bench.policy(reachability_script="infra-reach")
     wf.profile.site.refresh_from_db()
@@ -663,7 +648,7 @@ def node_api(bench: Bench) -> Any:
 def test_preflight_fails_when_the_agent_script_url_is_not_fetchable(
     bench: Bench, node_api: Any
 ) -> None:
-    result, _ = run(onboarding(bench, "pf1", "10.5.6.4"), "preflight")
+    result, _ = run(bench.onboarding("pf1", "10.5.6.4"), "preflight")
     assert (name(result), result.failure_class) == ("Fail", "preflight")
     [problem] = result.data["problems"]
     assert problem.startswith("node-agent bootstrap script") and "HTTP 404" in problem
@@ -677,7 +662,7 @@ def test_preflight_fails_when_the_site_bundle_is_not_fetchable(bench: Bench, nod
         bootstrap_bundle_version="2024.10",
         bootstrap_bundle_digest="sha256:" + "ab" * 32,
     )
-    result, _ = run(onboarding(bench, "pf2", "10.5.6.5"), "preflight")
+    result, _ = run(bench.onboarding("pf2", "10.5.6.5"), "preflight")
     problems = result.data["problems"]
     assert any(x.startswith("site bootstrap bundle") and "HTTP 404" in x for x in problems)
     assert p.agent_script_url(bench.site).endswith("bootstrap.sh")
@@ -686,7 +671,7 @@ def test_preflight_fails_when_the_site_bundle_is_not_fetchable(bench: Bench, nod
 def test_preflight_fails_on_placeholder_ca_material_alone(bench: Bench) -> None:
     bench.site.ca_bundle_pem = "-----BEGIN CERTIFICATE-----\n{{ ca }}\n-----END CERTIFICATE-----\n"
     bench.site.save()
-    result, _ = run(onboarding(bench, "pf3", "10.5.6.6"), "preflight")
+    result, _ = run(bench.onboarding("pf3", "10.5.6.6"), "preflight")
     assert result.data["problems"] == [
         "ca_bundle_pem: A CERTIFICATE block does not parse as an X.509 certificate. "
         "Replace the site's ca_bundle_pem."
@@ -709,7 +694,7 @@ def test_an_oci_bundle_reference_is_refused_until_the_payload_can_fetch_it(bench
         "bootstrap_bundle_digest": "sha256:" + "ab" * 32,
     }
     bench.site.save()
-    result, _ = run(onboarding(bench, "pf4", "10.5.6.7"), "preflight")
+    result, _ = run(bench.onboarding("pf4", "10.5.6.7"), "preflight")
     assert any("oci://" in x for x in result.data["problems"])
 
 
@@ -724,7 +709,7 @@ def test_deploy_repairs_token_storage_that_no_longer_matches_the_row(
     from onboarding import payload as p
 
     sid = bench.sim.add(hostname=f"tk-{damage}", status="ready")
-    wf = onboarding(bench, f"tk-{damage}", "10.5.7.1", maas_system_id=sid)
+    wf = bench.onboarding(f"tk-{damage}", "10.5.7.1", maas_system_id=sid)
     done(wf, run(wf, "payload")[0])
     path = p.tokens_path(wf.pk, wf.attempt)
     if damage == "missing":  # lost with a backend restored from an older backup
@@ -746,7 +731,7 @@ def test_adopt_of_a_failed_deployment_continues_at_deploy(bench: Bench) -> None:
     from onboarding.stages import adopt_stage
 
     sid = bench.sim.add(hostname="ad-fd", status="failed_deployment")
-    wf = onboarding(bench, "ad-fd", "10.5.8.1", maas_system_id=sid)
+    wf = bench.onboarding("ad-fd", "10.5.8.1", maas_system_id=sid)
     assert adopt_stage(wf) == (
         "deploy",
         {"maas_status": "Failed deployment", "adopted_stage": "deploy"},
@@ -763,7 +748,7 @@ def test_a_box_enlisting_beside_a_record_this_workflow_did_not_create_fails_clos
         mac_addresses=[],
         faults={"enlist_on_power_cycle": True},
     )
-    wf = onboarding(bench, "dm9", "10.5.5.9", maas_system_id=sid)  # an operator's record
+    wf = bench.onboarding("dm9", "10.5.5.9", maas_system_id=sid)  # an operator's record
     run(wf, "discover", record=True)
     result, _ = run(wf, "discover")
     assert (name(result), result.failure_class) == ("Fail", "ambiguous")
@@ -774,7 +759,7 @@ def test_a_box_enlisting_beside_a_record_this_workflow_did_not_create_fails_clos
 def test_the_reachability_check_needs_a_ready_machine(bench: Bench) -> None:
     bench.policy(reachability_script="infra-reach")
     sid = bench.sim.add(hostname="rc9", status="deployed")
-    wf = onboarding(bench, "rc9", "10.5.6.9", maas_system_id=sid)
+    wf = bench.onboarding("rc9", "10.5.6.9", maas_system_id=sid)
     result, _ = run(wf, "reachability")
     assert (name(result), result.failure_class, result.message) == (
         "Fail",
@@ -786,7 +771,7 @@ def test_the_reachability_check_needs_a_ready_machine(bench: Bench) -> None:
 
 def test_deploy_refuses_a_machine_in_a_state_it_cannot_deploy(bench: Bench) -> None:
     sid = bench.sim.add(hostname="dx9", status="new")
-    wf = onboarding(bench, "dx9", "10.5.4.99", maas_system_id=sid)
+    wf = bench.onboarding("dx9", "10.5.4.99", maas_system_id=sid)
     result, _ = run(wf, "deploy")
     assert (name(result), result.failure_class, result.message) == (
         "Fail",

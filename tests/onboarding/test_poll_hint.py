@@ -73,17 +73,7 @@ def waiting(
         power_address="10.77.0.1",
         power_parameters={"power_user": "admin", "power_pass": IPMI_PASSWORD},
     )
-    node = bench.node(hostname, "10.77.0.1", state="provisioning")
-    wf = Onboarding.objects.create(
-        site=bench.site,
-        profile=bench.profile,
-        sku=bench.sku,
-        node=node,
-        hostname=hostname,
-        ipmi_ip="10.77.0.1",
-        correlation_id="hint-test",
-        maas_system_id=sid,
-    )
+    wf = bench.onboarding(hostname, "10.77.0.1", maas_system_id=sid)
     now = timezone.now()
     Onboarding.objects.filter(pk=wf.pk).update(
         state="waiting",

@@ -20,17 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def running(bench: Bench, hostname: str, ipmi_ip: str, stage: str, **fields: Any) -> Onboarding:
     """An onboarding whose next step runs ``stage`` (dispatch 1, not yet claimed)."""
-    node = bench.node(hostname, ipmi_ip, state="provisioning")
-    wf = Onboarding.objects.create(
-        site=bench.site,
-        profile=bench.profile,
-        sku=bench.sku,
-        node=node,
-        hostname=hostname,
-        ipmi_ip=ipmi_ip,
-        correlation_id="reuse-test",
-        **fields,
-    )
+    wf = bench.onboarding(hostname, ipmi_ip, **fields)
     Onboarding.objects.filter(pk=wf.pk).update(
         state="running", stage=stage, dispatch=1, started_at=timezone.now()
     )

@@ -18,20 +18,6 @@ pytestmark = pytest.mark.django_db
 S = NodeStatus
 
 
-def onboarding(bench: Bench, hostname: str, ipmi_ip: str, **fields: Any) -> Onboarding:
-    node = bench.node(hostname, ipmi_ip, state="provisioning")
-    return Onboarding.objects.create(
-        site=bench.site,
-        profile=bench.profile,
-        sku=bench.sku,
-        node=node,
-        hostname=hostname,
-        ipmi_ip=ipmi_ip,
-        correlation_id="stage-test",
-        **fields,
-    )
-
-
 def run(wf: Onboarding, stage: str) -> Any:
     return run_stage("onboarding", wf, stage)
 
@@ -40,7 +26,7 @@ def run(wf: Onboarding, stage: str) -> Any:
 
 
 def test_preflight_passes_with_real_ca_material_and_fetchable_urls(bench: Bench) -> None:
-    result, _ = run(onboarding(bench, "p1", "10.1.0.1"), "preflight")
+    result, _ = run(bench.onboarding("p1", "10.1.0.1"), "preflight")
     assert type(result).__name__ == "Done", result
 
 
@@ -49,7 +35,7 @@ def test_preflight_lists_every_problem_at_once(bench: Bench) -> None:
     bench.site.node_api_url = "http://127.0.0.1:9"  # nothing listens on the discard port
     bench.site.save()
     bench.policy(roce_phase2_enabled=True)
-    result, _ = run(onboarding(bench, "p2", "10.1.0.2"), "preflight")
+    result, _ = run(bench.onboarding("p2", "10.1.0.2"), "preflight")
     assert (type(result).__name__, result.failure_class) == ("Fail", "preflight")
     problems = result.data["problems"]
     assert any(p.startswith("ca_bundle_pem: A CERTIFICATE block does not") for p in problems)
@@ -61,7 +47,7 @@ def test_preflight_keeps_the_bundle_problems_with_the_trust_problems(bench: Benc
     bench.site.ca_bundle_pem = "-----BEGIN CERTIFICATE-----\nplaceholder\n"
     bench.site.save()
     bench.policy(bootstrap_bundle_ref="oci://registry.test/infra/site:2")
-    result, _ = run(onboarding(bench, "p3", "10.1.0.38"), "preflight")
+    result, _ = run(bench.onboarding("p3", "10.1.0.38"), "preflight")
     problems = result.data["problems"]
     assert problems[:2] == [
         "site bootstrap bundle is an oci:// reference: the first-boot payload fetches with "
@@ -77,7 +63,7 @@ def test_preflight_keeps_the_bundle_problems_with_the_trust_problems(bench: Benc
 
 def test_discover_matches_by_hostname_first(bench: Bench) -> None:
     sid = bench.sim.add(hostname="d1", status="new", power_address="10.9.9.9")
-    result, events = run(onboarding(bench, "d1", "10.1.0.3"), "discover")
+    result, events = run(bench.onboarding("d1", "10.1.0.3"), "discover")
     assert result.updates["maas_system_id"] == sid
     assert events[0][2]["matched_by"] == "matched by hostname"
     assert bench.sim.mutations() == []
@@ -85,13 +71,13 @@ def test_discover_matches_by_hostname_first(bench: Bench) -> None:
 
 def test_discover_matches_by_ipmi_address(bench: Bench) -> None:
     sid = bench.sim.add(hostname="other-name", status="new", power_address="10.1.0.4")
-    result, events = run(onboarding(bench, "d2", "10.1.0.4"), "discover")
+    result, events = run(bench.onboarding("d2", "10.1.0.4"), "discover")
     assert result.updates["maas_system_id"] == sid
     assert events[0][2]["matched_by"] == "matched by IPMI address"
 
 
 def test_discover_creates_the_machine_with_its_bmc_when_nothing_matches(bench: Bench) -> None:
-    result, _ = run(onboarding(bench, "d3", "10.1.0.5"), "discover")
+    result, _ = run(bench.onboarding("d3", "10.1.0.5"), "discover")
     assert result.updates["created_machine"] is True
     sid = result.updates["maas_system_id"]
     # created from its BMC alone, then power-cycled through MAAS to discover it
@@ -104,7 +90,7 @@ def test_discover_refuses_to_guess_between_two_machines(bench: Bench) -> None:
     bench.sim.model.allow_duplicate_hostnames = True
     bench.sim.add(hostname="d4", status="new")
     bench.sim.add(hostname="d4", status="ready")
-    result, _ = run(onboarding(bench, "d4", "10.1.0.6"), "discover")
+    result, _ = run(bench.onboarding("d4", "10.1.0.6"), "discover")
     assert (type(result).__name__, result.failure_class) == ("Fail", "ambiguous")
     assert len(result.data["candidates"]) == 2
     assert bench.sim.mutations() == []
@@ -112,10 +98,10 @@ def test_discover_refuses_to_guess_between_two_machines(bench: Bench) -> None:
 
 def test_discover_auto_claims_only_when_policy_allows(bench: Bench) -> None:
     sid = bench.sim.add(hostname="anonymous", status="new", power_type="manual")
-    result, _ = run(onboarding(bench, "d5", "10.1.0.7"), "discover")
+    result, _ = run(bench.onboarding("d5", "10.1.0.7"), "discover")
     assert result.updates["created_machine"] is True  # policy off: created, not claimed
     bench.policy(auto_claim_new=True)
-    result, _ = run(onboarding(bench, "d6", "10.1.0.8"), "discover")
+    result, _ = run(bench.onboarding("d6", "10.1.0.8"), "discover")
     assert result.updates["maas_system_id"] == sid
     assert bench.sim.model.machines[sid].hostname == "d6"
 
@@ -125,7 +111,7 @@ def test_discover_auto_claims_only_when_policy_allows(bench: Bench) -> None:
 
 def test_commission_sends_the_policy_flags_once_and_waits(bench: Bench) -> None:
     sid = bench.sim.add(hostname="c1", status="new")
-    wf = onboarding(bench, "c1", "10.1.0.9", maas_system_id=sid)
+    wf = bench.onboarding("c1", "10.1.0.9", maas_system_id=sid)
     result, events = run(wf, "commission")
     assert (type(result).__name__, result.system_id) == ("Wait", sid)
     assert bench.sim.mutations(sid) == ["machine.commission"]
@@ -136,7 +122,7 @@ def test_commission_sends_the_policy_flags_once_and_waits(bench: Bench) -> None:
 
 def test_commission_does_not_recommission_a_ready_machine(bench: Bench) -> None:
     sid = bench.sim.add(hostname="c2", status="ready")
-    result, _ = run(onboarding(bench, "c2", "10.1.0.10", maas_system_id=sid), "commission")
+    result, _ = run(bench.onboarding("c2", "10.1.0.10", maas_system_id=sid), "commission")
     assert (type(result).__name__, result.message) == (
         "Done",
         "already Ready in MAAS; not recommissioned",
@@ -146,7 +132,7 @@ def test_commission_does_not_recommission_a_ready_machine(bench: Bench) -> None:
 
 def test_commission_failure_names_the_failed_scripts(bench: Bench) -> None:
     sid = bench.sim.add(hostname="c3", status="new", faults={"commission_failure": [1]})
-    wf = onboarding(bench, "c3", "10.1.0.11", maas_system_id=sid)
+    wf = bench.onboarding("c3", "10.1.0.11", maas_system_id=sid)
     run(wf, "commission")
     bench.sim.advance(3600)
     result, _ = run(wf, "commission")
@@ -159,7 +145,7 @@ def test_commission_takes_maas_truth_for_a_machine_past_commissioning(
     bench: Bench, status: str
 ) -> None:
     sid = bench.sim.add(hostname=f"c4{status[:4]}", status=status)
-    wf = onboarding(bench, f"c4{status[:4]}", "10.1.0.12", maas_system_id=sid)
+    wf = bench.onboarding(f"c4{status[:4]}", "10.1.0.12", maas_system_id=sid)
     result, _ = run(wf, "commission")
     assert type(result).__name__ == "Done", result
     assert "not recommissioned" in result.message
@@ -168,7 +154,7 @@ def test_commission_takes_maas_truth_for_a_machine_past_commissioning(
 
 def test_commission_refuses_a_machine_mid_erase(bench: Bench) -> None:
     sid = bench.sim.add(hostname="c4erase", status="disk_erasing")
-    result, _ = run(onboarding(bench, "c4erase", "10.1.0.12", maas_system_id=sid), "commission")
+    result, _ = run(bench.onboarding("c4erase", "10.1.0.12", maas_system_id=sid), "commission")
     assert (type(result).__name__, result.failure_class) == ("Fail", "unexpected_state")
 
 
@@ -177,14 +163,14 @@ def test_commission_refuses_a_machine_mid_erase(bench: Bench) -> None:
 
 def test_storage_pxe_applies_the_layout_and_keeps_a_good_auto_link(bench: Bench) -> None:
     sid = bench.sim.add(hostname="s1", status="ready")
-    result, _ = run(onboarding(bench, "s1", "10.1.0.13", maas_system_id=sid), "storage_pxe")
+    result, _ = run(bench.onboarding("s1", "10.1.0.13", maas_system_id=sid), "storage_pxe")
     assert type(result).__name__ == "Done", result
     assert bench.sim.mutations(sid) == ["machine.set_storage_layout"]
 
 
 def test_storage_pxe_relinks_an_unlinked_pxe_interface(bench: Bench) -> None:
     sid = bench.sim.add(hostname="s2", status="ready", faults={"pxe_unlinked": True})
-    result, _ = run(onboarding(bench, "s2", "10.1.0.14", maas_system_id=sid), "storage_pxe")
+    result, _ = run(bench.onboarding("s2", "10.1.0.14", maas_system_id=sid), "storage_pxe")
     assert "relinked to AUTO" in result.message
     assert "interface.link_subnet" in bench.sim.mutations(sid)
 
@@ -193,7 +179,7 @@ def test_storage_pxe_moves_a_boot_interface_from_another_vlan(bench: Bench) -> N
     """MAAS refuses a subnet of another VLAN unless forced: the boot NIC that landed on the
     storage VLAN is moved to the PXE subnet's."""
     sid = bench.sim.add(hostname="s4", status="ready", faults={"pxe_wrong_subnet": 2})
-    result, _ = run(onboarding(bench, "s4", "10.1.0.25", maas_system_id=sid), "storage_pxe")
+    result, _ = run(bench.onboarding("s4", "10.1.0.25", maas_system_id=sid), "storage_pxe")
     assert (type(result).__name__, result.message) == (
         "Done",
         "PXE interface eno1 relinked to AUTO on 10.20.0.0/16",
@@ -205,7 +191,7 @@ def test_storage_pxe_fails_early_when_the_pxe_subnet_is_missing(bench: Bench) ->
     bench.site.pxe_subnet = "10.99.0.0/16"
     bench.site.save()
     sid = bench.sim.add(hostname="s3", status="ready")
-    result, _ = run(onboarding(bench, "s3", "10.1.0.15", maas_system_id=sid), "storage_pxe")
+    result, _ = run(bench.onboarding("s3", "10.1.0.15", maas_system_id=sid), "storage_pxe")
     assert (type(result).__name__, result.failure_class) == ("Fail", "pxe")
 
 
@@ -213,7 +199,7 @@ def test_storage_pxe_fails_early_when_the_pxe_subnet_is_missing(bench: Bench) ->
 
 
 def test_payload_mints_this_attempts_tokens_and_records_the_versions(bench: Bench) -> None:
-    wf = onboarding(bench, "y1", "10.1.0.16", attempt=2)
+    wf = bench.onboarding("y1", "10.1.0.16", attempt=2)
     result, events = run(wf, "payload")
     assert result.updates["token_attempt"] == 2
     assert result.updates["agent_bootstrap_version"]
@@ -226,7 +212,7 @@ def test_payload_mints_this_attempts_tokens_and_records_the_versions(bench: Benc
 
 def test_deploy_sends_the_rendered_payload_once_and_adopts_deployed(bench: Bench) -> None:
     sid = bench.sim.add(hostname="y2", status="ready")
-    wf = onboarding(bench, "y2", "10.1.0.17", maas_system_id=sid)
+    wf = bench.onboarding("y2", "10.1.0.17", maas_system_id=sid)
     result, _ = run(wf, "payload")
     Onboarding.objects.filter(pk=wf.pk).update(**result.updates)
     result, _ = run(wf, "deploy")
@@ -240,7 +226,7 @@ def test_deploy_sends_the_rendered_payload_once_and_adopts_deployed(bench: Bench
 
 def test_a_datasource_failure_is_released_and_redeployed_within_the_limit(bench: Bench) -> None:
     sid = bench.sim.add(hostname="y3", status="ready", faults={"deploy_datasource_failure": [1]})
-    wf = onboarding(bench, "y3", "10.1.0.18", maas_system_id=sid)
+    wf = bench.onboarding("y3", "10.1.0.18", maas_system_id=sid)
     run(wf, "deploy")
     bench.sim.advance(7200)
     result, events = run(wf, "deploy")
@@ -252,7 +238,7 @@ def test_a_datasource_failure_is_released_and_redeployed_within_the_limit(bench:
 
 def test_a_curtin_failure_is_not_retried(bench: Bench) -> None:
     sid = bench.sim.add(hostname="y4", status="ready", faults={"deploy_curtin_failure": [1]})
-    wf = onboarding(bench, "y4", "10.1.0.19", maas_system_id=sid)
+    wf = bench.onboarding("y4", "10.1.0.19", maas_system_id=sid)
     run(wf, "deploy")
     bench.sim.advance(7200)
     result, _ = run(wf, "deploy")
@@ -265,7 +251,7 @@ def test_a_curtin_failure_is_not_retried(bench: Bench) -> None:
 
 def test_hardware_sync_waits_for_the_first_seed_only_when_required(bench: Bench) -> None:
     sid = bench.sim.add(hostname="h1", status="deployed")
-    wf = onboarding(bench, "h1", "10.1.0.20", maas_system_id=sid)
+    wf = bench.onboarding("h1", "10.1.0.20", maas_system_id=sid)
     assert type(run(wf, "hardware_sync")[0]).__name__ == "Done"
     bench.policy(hardware_sync_required=True)
     result, _ = run(wf, "hardware_sync")
@@ -275,7 +261,7 @@ def test_hardware_sync_waits_for_the_first_seed_only_when_required(bench: Bench)
 def test_hardware_sync_is_not_done_before_maas_has_a_first_sync(bench: Bench) -> None:
     bench.policy(hardware_sync_required=True)
     sid = bench.sim.add(hostname="h2", status="deployed")
-    wf = onboarding(bench, "h2", "10.1.0.33", maas_system_id=sid)
+    wf = bench.onboarding("h2", "10.1.0.33", maas_system_id=sid)
     sim = bench.sim.model
     with sim.lock:
         m = sim.machines[sid]
@@ -297,19 +283,19 @@ def test_hardware_sync_is_not_done_before_maas_has_a_first_sync(bench: Bench) ->
 
 def test_commission_says_whether_it_commissioned(bench: Bench) -> None:
     sid = bench.sim.add(hostname="c9", status="new")
-    wf = onboarding(bench, "c9", "10.1.0.34", maas_system_id=sid)
+    wf = bench.onboarding("c9", "10.1.0.34", maas_system_id=sid)
     run(wf, "commission")
     bench.sim.advance(7200)
     result, _ = run(wf, "commission")
     assert (type(result).__name__, result.message) == ("Done", "commissioned")
     ready = bench.sim.add(hostname="c10", status="ready")
-    wf2 = onboarding(bench, "c10", "10.1.0.35", maas_system_id=ready)
+    wf2 = bench.onboarding("c10", "10.1.0.35", maas_system_id=ready)
     assert run(wf2, "commission")[0].message == "already Ready in MAAS; not recommissioned"
 
 
 def test_commission_refuses_a_machine_in_another_state(bench: Bench) -> None:
     sid = bench.sim.add(hostname="c11", status="releasing")
-    wf = onboarding(bench, "c11", "10.1.0.36", maas_system_id=sid)
+    wf = bench.onboarding("c11", "10.1.0.36", maas_system_id=sid)
     result, _ = run(wf, "commission")
     assert (type(result).__name__, result.failure_class, result.message) == (
         "Fail",
@@ -320,7 +306,7 @@ def test_commission_refuses_a_machine_in_another_state(bench: Bench) -> None:
 
 
 def test_a_node_failure_of_another_kind_is_named_as_reported(bench: Bench) -> None:
-    wf = onboarding(bench, "e9", "10.1.0.37", node_failure="disk_check")
+    wf = bench.onboarding("e9", "10.1.0.37", node_failure="disk_check")
     result, _ = run(wf, "enrollment")
     assert (result.failure_class, result.message) == (
         "disk_check",
@@ -329,7 +315,7 @@ def test_a_node_failure_of_another_kind_is_named_as_reported(bench: Bench) -> No
 
 
 def test_enrollment_waits_until_the_current_attempt_enrolls(bench: Bench) -> None:
-    wf = onboarding(bench, "e1", "10.1.0.21", attempt=2, enrolled_attempt=1)
+    wf = bench.onboarding("e1", "10.1.0.21", attempt=2, enrolled_attempt=1)
     wf.enrolled_at = timezone.now()
     wf.save(update_fields=["enrolled_at"])
     assert type(run(wf, "enrollment")[0]).__name__ == "Wait"  # attempt 1's enrollment
@@ -339,7 +325,7 @@ def test_enrollment_waits_until_the_current_attempt_enrolls(bench: Bench) -> Non
 
 def test_completion_gates_fail_when_any_gate_is_missing(bench: Bench) -> None:
     sid = bench.sim.add(hostname="g1", status="deployed")
-    wf = onboarding(bench, "g1", "10.1.0.22", maas_system_id=sid, token_attempt=1)
+    wf = bench.onboarding("g1", "10.1.0.22", maas_system_id=sid, token_attempt=1)
     result, _ = run(wf, "complete")
     assert (type(result).__name__, result.failure_class) == ("Fail", "completion_gate")
     assert result.data["gates"] == {
@@ -363,7 +349,7 @@ def test_completion_gates_fail_when_any_gate_is_missing(bench: Bench) -> None:
 
 def test_reset_aborts_what_is_in_flight_and_deletes_a_machine_it_created(bench: Bench) -> None:
     sid = bench.sim.add(hostname="r1", status="new")
-    wf = onboarding(bench, "r1", "10.1.0.23", maas_system_id=sid, created_machine=True)
+    wf = bench.onboarding("r1", "10.1.0.23", maas_system_id=sid, created_machine=True)
     result, _ = run(wf, "reset")
     assert (type(result).__name__, result.updates) == (
         "Done",
@@ -374,7 +360,7 @@ def test_reset_aborts_what_is_in_flight_and_deletes_a_machine_it_created(bench: 
 
 def test_cancel_aborts_a_commissioning_machine(bench: Bench) -> None:
     sid = bench.sim.add(hostname="x1", status="new")
-    wf = onboarding(bench, "x1", "10.1.0.24", maas_system_id=sid)
+    wf = bench.onboarding("x1", "10.1.0.24", maas_system_id=sid)
     run(wf, "commission")
     result, _ = run(wf, "cancel")
     assert type(result).__name__ == "Wait"
@@ -385,7 +371,7 @@ def test_cancel_waits_until_maas_has_stopped_before_it_ends(bench: Bench) -> Non
     """Cancelled means MAAS is no longer working on the machine: not while it still shows
     commissioning after the abort was sent, and the abort is sent once."""
     sid = bench.sim.add(hostname="x2", status="new")
-    wf = onboarding(bench, "x2", "10.1.0.25", maas_system_id=sid)
+    wf = bench.onboarding("x2", "10.1.0.25", maas_system_id=sid)
     run(wf, "commission")
     first, events = run_stage("onboarding", wf, "cancel", record=True)
     assert (type(first).__name__, first.message, first.check_in) == ("Wait", "aborting", 600)
@@ -406,18 +392,18 @@ def test_cancel_waits_until_maas_has_stopped_before_it_ends(bench: Bench) -> Non
 
 def test_cancel_releases_an_allocation_it_holds_once(bench: Bench) -> None:
     sid = bench.sim.add(hostname="x3", status="allocated")
-    wf = onboarding(bench, "x3", "10.1.0.26", maas_system_id=sid)
+    wf = bench.onboarding("x3", "10.1.0.26", maas_system_id=sid)
     result, events = run(wf, "cancel")
     assert (type(result).__name__, result.message) == ("Done", "cancelled; MAAS shows Allocated")
     assert ("maas.action", "released the allocation") in [(k, m) for k, m, _ in events]
     assert bench.sim.mutations(sid) == ["machine.release"]
-    wf2 = onboarding(bench, "x4", "10.1.0.27")
+    wf2 = bench.onboarding("x4", "10.1.0.27")
     assert run(wf2, "cancel")[0].message == "cancelled before MAAS was touched"
 
 
 def test_reset_leaves_a_machine_it_did_not_create(bench: Bench) -> None:
     sid = bench.sim.add(hostname="r2", status="ready")
-    wf = onboarding(bench, "r2", "10.1.0.28", maas_system_id=sid)
+    wf = bench.onboarding("r2", "10.1.0.28", maas_system_id=sid)
     result, _ = run(wf, "reset")
     assert (type(result).__name__, result.message) == (
         "Done",
@@ -428,7 +414,7 @@ def test_reset_leaves_a_machine_it_did_not_create(bench: Bench) -> None:
 
 def test_reset_releases_an_allocated_machine_then_aborts_nothing_twice(bench: Bench) -> None:
     sid = bench.sim.add(hostname="r3", status="allocated")
-    wf = onboarding(bench, "r3", "10.1.0.29", maas_system_id=sid, created_machine=True)
+    wf = bench.onboarding("r3", "10.1.0.29", maas_system_id=sid, created_machine=True)
     result, _ = run(wf, "reset")
     assert (type(result).__name__, result.message, result.status) == (
         "Wait",
@@ -439,19 +425,19 @@ def test_reset_releases_an_allocated_machine_then_aborts_nothing_twice(bench: Be
 
 
 def test_reset_of_a_machine_already_gone(bench: Bench) -> None:
-    wf = onboarding(bench, "r4", "10.1.0.30", maas_system_id="gone00", created_machine=True)
+    wf = bench.onboarding("r4", "10.1.0.30", maas_system_id="gone00", created_machine=True)
     result, _ = run(wf, "reset")
     assert (result.message, result.updates) == (
         "machine already gone from MAAS",
         {"maas_system_id": "", "created_machine": False},
     )
-    wf2 = onboarding(bench, "r5", "10.1.0.31")
+    wf2 = bench.onboarding("r5", "10.1.0.31")
     assert run(wf2, "reset")[0].message == "nothing to undo in MAAS"
 
 
 def test_reset_aborts_a_commissioning_machine_before_anything_else(bench: Bench) -> None:
     sid = bench.sim.add(hostname="r6", status="new")
-    wf = onboarding(bench, "r6", "10.1.0.32", maas_system_id=sid, created_machine=True)
+    wf = bench.onboarding("r6", "10.1.0.32", maas_system_id=sid, created_machine=True)
     run(wf, "commission")
     result, _ = run(wf, "reset")
     assert (type(result).__name__, result.message) == ("Wait", "aborting before reset")
@@ -464,7 +450,7 @@ def test_a_changed_maas_url_fails_the_stage_at_once_naming_the_confirmation(
     """Not retried as a secrets outage: only an operator's confirmation clears it."""
     from maas_domain.services.sites import site_update
 
-    wf = onboarding(bench, "cu1", "10.9.9.1")
+    wf = bench.onboarding("cu1", "10.9.9.1")
     site_update(
         actor=bench.admin,
         site_id=bench.site.pk,
@@ -495,13 +481,13 @@ def test_a_stage_that_calls_maas_beyond_its_declaration_fails_the_stage_tests(
     monkeypatch.setattr(KIND, "stages", stages)
     sid = bench.sim.add(hostname="c9", status="new")
     with pytest.raises(AssertionError, match=r"commission: commission"):
-        run(onboarding(bench, "c9", "10.1.0.99", maas_system_id=sid), "commission")
+        run(bench.onboarding("c9", "10.1.0.99", maas_system_id=sid), "commission")
 
 
 def test_discover_refuses_a_machine_another_live_node_has(bench: Bench) -> None:
     sid = bench.sim.add(hostname="dl1", status="ready")
     bench.node("other-node", "10.1.9.9", maas_system_id=sid, state="active")
-    wf = onboarding(bench, "dl1", "10.1.9.1")
+    wf = bench.onboarding("dl1", "10.1.9.1")
     result, _ = run(wf, "discover")
     assert (type(result).__name__, result.failure_class) == ("Fail", "ambiguous")
     assert result.message.endswith(
@@ -515,15 +501,15 @@ def test_adopt_reads_maas_and_names_the_stage(bench: Bench) -> None:
     from maas_domain.errors import Conflict
     from onboarding.stages import adopt_stage
 
-    assert adopt_stage(onboarding(bench, "ad1", "10.1.8.1")) == ("discover", {"maas_status": None})
-    gone = onboarding(bench, "ad2", "10.1.8.2", maas_system_id="gone00")
+    assert adopt_stage(bench.onboarding("ad1", "10.1.8.1")) == ("discover", {"maas_status": None})
+    gone = bench.onboarding("ad2", "10.1.8.2", maas_system_id="gone00")
     assert adopt_stage(gone) == ("discover", {"maas_status": "missing"})
-    ready = onboarding(bench, "ad3", "10.1.8.3", maas_system_id=bench.sim.add(status="ready"))
+    ready = bench.onboarding("ad3", "10.1.8.3", maas_system_id=bench.sim.add(status="ready"))
     assert adopt_stage(ready) == (
         "conformance",
         {"maas_status": "Ready", "adopted_stage": "conformance"},
     )
-    broken = onboarding(bench, "ad4", "10.1.8.4", maas_system_id=bench.sim.add(status="broken"))
+    broken = bench.onboarding("ad4", "10.1.8.4", maas_system_id=bench.sim.add(status="broken"))
     with pytest.raises(Conflict) as refused:
         adopt_stage(broken)
     assert refused.value.message == (

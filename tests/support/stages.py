@@ -22,6 +22,7 @@ from django.utils import timezone
 from devtools.demo import demo_ca_pem
 from maas_domain.models import MaasSite, Node, SiteProfile, Sku
 from maas_domain.services.credentials import site_credentials_write
+from onboarding.models import Onboarding
 from tests.support.maas import API_KEY, Sim, make_sim
 from workflows import step
 from workflows.kinds import KINDS, StageContext
@@ -53,6 +54,15 @@ class Bench:
         return Node.objects.create(
             site=self.site, sku=self.sku, hostname=hostname, ipmi_ip=ipmi_ip, **fields
         )
+
+    def onboarding(self, hostname: str, ipmi_ip: str, **fields: Any) -> Onboarding:
+        """An onboarding of a provisioning node of the bench's site (a row, nothing run)."""
+        node = self.node(hostname, ipmi_ip, state="provisioning")
+        fields.setdefault("correlation_id", "stage-test")
+        return Onboarding.objects.create(
+            site=self.site, profile=self.profile, sku=self.sku, node=node, hostname=hostname,
+            ipmi_ip=ipmi_ip, **fields,
+        )  # fmt: skip
 
     def policy(self, **values: Any) -> None:
         self.site.policy = {**self.site.policy, **values}
