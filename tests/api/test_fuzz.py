@@ -46,8 +46,26 @@ from tests.factories import make_node, make_onboarding, make_profile, make_site,
 from tests.support.maas import API_KEY, Sim, make_sim
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def no_server_error(ctx: Any, response: Any, case: Any) -> bool | None:
+    """Any 5xx fails the gate, but for the one answer the document gives when a site's region
+    has no live worker: 503 with ``dependency: region`` (docs/api.md). Nothing here serves a
+    region, and a generated PATCH may move the seeded site into one of its own; the probe then
+    answers that 503, as it should."""
+    documented = "503" in case.operation.definition.raw.get("responses", {})
+    if response.status_code == 503 and documented:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("dependency") == "region":
+            return None
+    return not_a_server_error(ctx, response, case)
+
+
 CHECKS = [
-    not_a_server_error,
+    no_server_error,
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
