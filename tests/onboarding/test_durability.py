@@ -15,11 +15,13 @@ import os
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 import requests
 from django.conf import settings
+from django.db import connection
 
 from maas_domain import regions
 from onboarding.models import Onboarding
@@ -214,30 +216,54 @@ def test_drill_on_the_embedded_broker(
 
 
 def _restart_redis() -> None:
+    """Restart the Redis server the broker URL names, as it was started (its port, folder and
+    log file), losing everything it held: ``make check`` gives this drill a server of its own
+    (scripts/check), a bare ``pytest -m serial`` restarts the machine's."""
+    port = str(urlsplit(str(settings.CELERY_BROKER_URL)).port or 6379)
+    server = redis.Redis(host="127.0.0.1", port=int(port))
+    kept = {key: str(server.config_get(key)[key]) for key in ("dir", "logfile")}
+    before = server.info("server")["run_id"]
+    subprocess.run(["redis-cli", "-p", port, "shutdown", "nosave"], capture_output=True, timeout=10)
     subprocess.run(
-        ["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True, timeout=10
-    )
-    subprocess.run(
-        ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
-         "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
-         "--logfile", "/var/log/redis/ci.log"],
+        ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", port,
+         "--save", "", "--appendonly", "no", "--dir", kept["dir"], "--logfile", kept["logfile"]],
         check=True, timeout=10,
     )  # fmt: skip
     wait_until(
         lambda: (
-            subprocess.run(["redis-cli", "ping"], capture_output=True).stdout.strip() == b"PONG"
+            subprocess.run(["redis-cli", "-p", port, "ping"], capture_output=True).stdout.strip()
+            == b"PONG"
         ),
         what="redis back",
     )
+    assert server.info("server")["run_id"] != before  # a new server, holding nothing
+
+
+def _started_at() -> Any:
+    """When this test's PostgreSQL server started (a connection of its own)."""
+    import psycopg
+
+    db = connection.settings_dict
+    dsn = f"host={db['HOST']} port={db['PORT'] or 5432} user={db['USER']} dbname={db['NAME']}"
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT pg_postmaster_start_time()").fetchone()
 
 
 def _restart_postgres() -> None:
-    version = max(os.listdir("/etc/postgresql"), key=float)  # newest, as scripts/ensure-services
+    """Restart the PostgreSQL cluster this test's database is on (found by its port among the
+    machine's clusters; ``make check`` gives the drill a cluster of its own: scripts/check)."""
+    port = str(connection.settings_dict["PORT"] or 5432)
+    listed = subprocess.run(
+        ["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+    version, name = next(f[:2] for f in map(str.split, listed.splitlines()) if f[2:3] == [port])
+    before = _started_at()
     subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "-m", "fast"],
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart", "-m", "fast"],
         check=True,
         timeout=60,
     )
+    assert _started_at() != before
 
 
 def _reconnecting(query: Any) -> Any:
@@ -253,8 +279,10 @@ def _reconnecting(query: Any) -> Any:
         return None
 
 
-@pytest.mark.serial  # restarts the machine's Redis and PostgreSQL: nothing else may run meanwhile
-@pytest.mark.skipif(os.geteuid() != 0, reason="restarts the machine's Redis and PostgreSQL")
+# restarts the Redis and PostgreSQL servers its settings name: nothing else may use them meanwhile
+# (scripts/check runs it on servers of its own, beside the rest of the suite)
+@pytest.mark.serial
+@pytest.mark.skipif(os.geteuid() != 0, reason="restarts a Redis and a PostgreSQL server")
 def test_batch_of_50_survives_worker_redis_and_postgres_restarts(
     flow_site: Flow, workers: Workers
 ) -> None:

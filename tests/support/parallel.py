@@ -11,8 +11,9 @@ gives worker ``gwN`` the rest, through the ``MAASCP_*`` environment, which its s
   prometheus multiprocess files, generated keys, SQLite files and logs are the worker's own:
   tests read metric deltas from that directory.
 
-Tests marked ``serial`` (restart PostgreSQL or Redis, or need the machine to themselves) never
-run in a worker: there they are skipped, saying so; ``scripts/check`` runs them alone afterwards.
+Tests marked ``serial`` (they restart the PostgreSQL or Redis server their settings name) never
+run in a worker: there they are skipped, saying so; ``scripts/check`` runs them in a process of
+their own, on servers of their own (``scripts/private-services``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URLS = ("BROKER_URL", "RESULT_BACKEND", "EVENT_REDIS_URL", "CACHE_URL")
-SERIAL_ONLY = "serial: runs alone, after the parallel part (scripts/check); not in an xdist worker"
+SERIAL_ONLY = "serial: restarts its servers; scripts/check runs it on servers of its own, not here"
 
 
 def worker_index(environ: MutableMapping[str, str]) -> int | None:
