@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from django.apps import apps
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -34,6 +33,7 @@ from maas_domain.site_client import client_for_site
 from onboarding.models import Onboarding, OnboardingBatch
 from reconciliation.models import DriftRecord
 from tests.support.flows import Flow, active_node
+from tests.support.openapi import openapi_document
 from tests.support.tokens import bearer_token
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
@@ -62,7 +62,7 @@ BATCH_ROWS = [
 
 def mutating_operations() -> dict[str, tuple[str, str]]:
     """operationId → (method, path) of every state-changing admin operation."""
-    paths = yaml.safe_load(DOCUMENT.read_text())["paths"]
+    paths = openapi_document()["paths"]
     return {
         op["operationId"]: (method, path)
         for path, ops in paths.items()

@@ -4,19 +4,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 import schemathesis
-import yaml
 from schemathesis.core.failures import FailureGroup
 
 from tests.api.test_fuzz import no_server_error
+from tests.support.openapi import openapi_document
 
-DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
-SCHEMA = schemathesis.openapi.from_dict(yaml.safe_load(DOCUMENT.read_text()))
+SCHEMA = schemathesis.openapi.from_dict(openapi_document())
 REGION = {"error": "unavailable", "detail": "No live worker serves region 'x'",
           "dependency": "region"}  # fmt: skip
 

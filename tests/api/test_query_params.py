@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from rest_framework.test import APIClient
 
 from maas_domain.api.query import MAX_TARGET
 from tests.factories import make_node, make_site
+from tests.support.openapi import openapi_document
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
 OPERATIONS = [
     (method, path, op)
-    for path, ops in yaml.safe_load(DOCUMENT.read_text())["paths"].items()
+    for path, ops in openapi_document()["paths"].items()
     for method, op in ops.items()
     if method in ("get", "post", "put", "patch", "delete")
 ]

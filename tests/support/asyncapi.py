@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-DOC = yaml.safe_load((Path(__file__).resolve().parents[2] / "asyncapi.draft.yaml").read_text())
+from tests.support.openapi import load_yaml
+
+DOC = load_yaml((Path(__file__).resolve().parents[2] / "asyncapi.draft.yaml").read_text())
 REGISTRY = Registry().with_resource("urn:asyncapi", DRAFT202012.create_resource(DOC))
 
 
