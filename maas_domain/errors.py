@@ -47,10 +47,12 @@ class PreconditionFailed(Conflict):
 
 
 class ServiceUnavailable(DomainError):
-    """A dependency we need right now (the secrets backend, MAAS) is down; try again later."""
+    """A dependency we need right now (the database, the secrets backend, MAAS, a region's
+    worker) is down; try again later: the answer's ``Retry-After`` says when."""
 
     status = 503
     code = "unavailable"
+    retry_after = 10  # seconds
 
 
 def secrets_unavailable(exc: Exception, consequence: str) -> ServiceUnavailable:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.decorators.csrf import csrf_exempt
@@ -17,7 +18,12 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from maas_domain.errors import CredentialsUnconfirmed, DomainError, secrets_unavailable
+from maas_domain.errors import (
+    CredentialsUnconfirmed,
+    DomainError,
+    ServiceUnavailable,
+    secrets_unavailable,
+)
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import CredentialNotConfirmed
 
@@ -45,8 +51,19 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, SecretsError):
         # a view that needed a secret and met an outage the service did not translate
         exc = secrets_unavailable(exc, "the request was not completed")
+    elif isinstance(exc, OperationalError | InterfaceError):
+        # the database is down, restarting or failing over: an outage, not a bug of ours. The
+        # connection is gone, so the transaction the request was in did not commit.
+        exc = ServiceUnavailable(
+            "The database is unavailable (its connection failed); the request did not complete. "
+            "Try again shortly: /health/ready says when it is back.",
+            dependency="database",
+        )
     if isinstance(exc, DomainError):
-        return Response({"error": exc.code, "detail": exc.message, **exc.extra}, status=exc.status)
+        body = {"error": exc.code, "detail": exc.message, **exc.extra}
+        # every 503 says when to try again, as the schema declares (maas_domain/api/schema.py)
+        headers = {"Retry-After": str(ServiceUnavailable.retry_after)} if exc.status == 503 else {}
+        return Response(body, status=exc.status, headers=headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     if isinstance(exc, exceptions.ValidationError):

@@ -4,8 +4,8 @@
   ``extend_schema(summary=..., description=...)`` beside the view; view docstrings are notes for
   developers and never reach the document (``get_description``).
 - Every operation documents the one error body (``Error``, maas_domain/api/exceptions.py) for the
-  statuses it can answer with: 400, 401, 403, 404, 414 and 429 everywhere; 409, 413, 415, 422
-  and 503 on writes. 429 and 503 declare their ``Retry-After`` header.
+  statuses it can answer with: 400, 401, 403, 404, 414, 429 and 503 (the database down)
+  everywhere; 409, 413, 415 and 422 on writes. 429 and 503 declare their ``Retry-After`` header.
 - Row ids in paths are integers (the routes take 1-18 digits: maas_domain/api/urls.py).
 - Request bodies declare ``additionalProperties: false``: an unknown field is a 400 naming it,
   never ignored (docs/architecture.md, "Rules that keep it readable").
@@ -25,8 +25,8 @@ from drf_spectacular.openapi import AutoSchema as BaseAutoSchema
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-READ_ERRORS = ("400", "401", "403", "404", "414", "429")
-WRITE_ERRORS = (*READ_ERRORS, "409", "413", "415", "422", "503")
+READ_ERRORS = ("400", "401", "403", "404", "414", "429", "503")
+WRITE_ERRORS = (*READ_ERRORS, "409", "413", "415", "422")
 DESCRIPTIONS = {
     "400": "Invalid input: `fields` names each bad field (an unknown one says `Unknown field.`), "
     "`rows` each bad row; or a query parameter the operation does not take.",
@@ -43,7 +43,8 @@ DESCRIPTIONS = {
     "422": "The Idempotency-Key was used with another body.",
     "429": 'Too many requests for this token, user or address (docs/api.md, "Limits"): wait '
     "Retry-After seconds and send it again.",
-    "503": "A dependency (secrets backend, MAAS) is unavailable; nothing changed.",
+    "503": "A dependency is unavailable (`dependency`: the database, the secrets backend, MAAS, "
+    "a region's worker); the request did not complete. Try again after Retry-After seconds.",
 }
 
 
