@@ -1,7 +1,9 @@
 """Admin and API reads at scale, served the production way: 100,000 onboardings and 2,000,000
 timeline events in PostgreSQL, gunicorn (2 workers x 4 threads, concurrency 8). Per page it prints
 the latency of one client alone (p50/p95: what a request costs), then p95 and requests per second
-with 8 clients at once (the server's concurrency; on 2 cores that is mostly queueing), and the SQL
+with 8 clients at once (the server's concurrency; on 2 cores that is mostly queueing) with the
+mean and the CPU every process on the machine used per request (clients, gunicorn, PostgreSQL):
+with 8 clients always waiting, the mean latency cannot be below 8 x that / cores. Then the SQL
 queries the page runs (the same at page sizes 10 and 100).
 Usage: bench_reads.py [workflows] [events_per_workflow] [requests per page and load]
 """
@@ -17,7 +19,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.stack import PG_SERVER, bench_broker, free_port, recreate_db, scratch_db
+from benchmarks.stack import (
+    PG_SERVER,
+    bench_broker,
+    free_port,
+    machine_busy_seconds,
+    recreate_db,
+    scratch_db,
+)
 
 WORKFLOWS = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 EVENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
@@ -46,6 +55,7 @@ from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.services.tokens import api_token_create
 
 CLIENTS = 8
+CORES = os.cpu_count() or 1
 
 
 def populate() -> tuple[int, int]:
@@ -197,7 +207,11 @@ def main() -> None:
             cookies = {} if is_api else {"sessionid": session}
             load(base, url, headers, cookies, CLIENTS)  # warm
             alone, _ = load(base, url, headers, cookies, 1)
+            cpu = machine_busy_seconds()
             busy, wall = load(base, url, headers, cookies, CLIENTS)
+            # every process's CPU per request (the clients', gunicorn's, PostgreSQL's): with
+            # CLIENTS always waiting, the mean latency is at least CLIENTS x that / CORES
+            per_request = (machine_busy_seconds() - cpu) / len(busy) * 1000
             counted = queries(django_client, url)
             sizes = ""
             if small and large:
@@ -206,6 +220,8 @@ def main() -> None:
             print(
                 f"  {label:<24} p50 {statistics.median(alone):5.1f} ms  p95 {p95(alone):5.1f} ms"
                 f" | p95 {p95(busy):6.1f} ms  {len(busy) / wall:4.0f} req/s"
+                f"  mean {statistics.mean(busy):5.1f} ms  CPU {per_request:4.1f} ms/req"
+                f" (mean >= {CLIENTS * per_request / CORES:5.1f})"
                 f" | {counted:2d} queries{sizes}"
             )
     finally:
