@@ -20,8 +20,8 @@ from typing import Any, cast
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q, Value
+from django.db import router, transaction
+from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import CredentialNotConfirmed
 from maas_domain.work import WorkflowState
+from workflows import rowsql
 from workflows.dispatch import ADVANCE, admit_after_commit, enqueue
 from workflows.kinds import KINDS, M, StageContext, WorkflowKind, lease_seconds
 from workflows.models import RUNNABLE_STATES, Workflow
@@ -105,19 +106,31 @@ def claim(kind: WorkflowKind[M], pk: int, dispatch: int) -> tuple[M, str] | None
     (``stage.lost``), so an operator reading it knows what MAAS may have done unanswered."""
     owner = uuid.uuid4().hex
     now = timezone.now()
-    runnable = kind.model._default_manager.filter(
-        pk=pk, dispatch=dispatch, state__in=RUNNABLE_STATES
-    )
-    taking = {
-        "updated_at": now,
-        "lease_owner": owner,
-        "lease_expires_at": now + timedelta(seconds=lease_seconds()),
-        "stage_started_at": Coalesce(F("stage_started_at"), Value(now)),
-    }
-    with transaction.atomic():
+    expires = now + timedelta(seconds=lease_seconds())
+    alias = router.db_for_write(kind.model)
+    with transaction.atomic(using=alias):
         lost = False
-        free = Q(lease_owner="") & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
-        if not runnable.filter(free).update(**taking):
+        # a free lease (no owner, no lease time or an expired one), in hand-written SQL; the
+        # ORM takes an expired lease still held (rare: its execution died)
+        if not rowsql.take_free_lease(
+            kind.model,
+            pk,
+            dispatch=dispatch,
+            states=RUNNABLE_STATES,
+            owner=owner,
+            now=now,
+            expires=expires,
+            alias=alias,
+        ):
+            runnable = kind.model._default_manager.filter(
+                pk=pk, dispatch=dispatch, state__in=RUNNABLE_STATES
+            )
+            taking = {
+                "updated_at": now,
+                "lease_owner": owner,
+                "lease_expires_at": expires,
+                "stage_started_at": Coalesce(F("stage_started_at"), Value(now)),
+            }
             lost = bool(
                 runnable.exclude(lease_owner="")
                 .filter(lease_expires_at__lte=now)

@@ -1,0 +1,216 @@
+"""The engine's hot statements without the ORM's per-call SQL compilation.
+
+Every step of every workflow loads its row (with the kind's ``select_related``), claims the
+lease and writes its result with a compare-and-swap; the ORM compiles each of these from a
+QuerySet every time, and that compilation was about a third of a worker's CPU per onboarded
+node (docs/benchmarks.md, "2026-11-28 — the worker's CPU per node"). Here:
+
+- ``Loader``: the kind's load query compiled once per thread and database (its SQL, its
+  columns and converters), then per load one execute and the ORM's own row-to-model code
+  (``Model.from_db`` and the related populators), so the instances are what
+  ``QuerySet.get`` returns.
+- ``update``: ``UPDATE <table> SET <col> = %s, ... WHERE <col> = %s AND ...`` built from the
+  model's fields (the SQL text cached per table and field names), every value prepared by its
+  field exactly as ``QuerySet.update`` and ``filter`` prepare them (``get_db_prep_save``,
+  ``get_db_prep_value``). A value the ORM would compile (an expression) is refused
+  (``NeedsOrm``): the caller uses the ORM for it.
+
+Identifiers come from the models' metadata and every value is a parameter.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, TypeVar, cast
+
+from django.db import connections
+from django.db.models import Field, Model
+from django.db.models.query import get_related_populators
+
+T = TypeVar("T", bound=Model)
+
+_local = threading.local()  # compiled loaders per thread: a compiler holds its connection
+
+
+class NeedsOrm(Exception):
+    """A value the hand-written statement cannot carry (an expression): use the ORM."""
+
+
+class Loader(Generic[T]):
+    """``model._default_manager.select_related(*related).get(pk=pk)``, compiled once."""
+
+    def __init__(self, model: type[T], related: tuple[str, ...], alias: str) -> None:
+        self.model, self.alias = model, alias
+        qs = model._default_manager.using(alias).select_related(*related).filter(pk=0)
+        compiler = qs.query.get_compiler(using=alias)
+        sql, params = compiler.as_sql()
+        if list(params) != [0]:  # the pk is the query's one parameter
+            raise NeedsOrm(f"{model.__name__}'s load query has parameters {params!r}")
+        self.sql = sql
+        self.compiler = compiler
+        select, klass_info = compiler.select, compiler.klass_info
+        assert klass_info is not None
+        fields = klass_info["select_fields"]
+        self.start, self.end = fields[0], fields[-1] + 1
+        self.init_list = [f[0].target.attname for f in select[self.start : self.end]]
+        # Django 5.2's signature (the stubs know a later one)
+        self.populators = cast(Any, get_related_populators)(klass_info, select, alias)
+        self.converters = compiler.get_converters([s[0] for s in select[0 : compiler.col_count]])
+
+    def get(self, pk: int) -> T:
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(self.sql, [pk])
+            rows = cursor.fetchall()
+        if not rows:
+            missing = cast(Any, self.model).DoesNotExist
+            raise missing(f"{self.model.__name__} matching query does not exist.")
+        if self.converters:
+            rows = list(self.compiler.apply_converters(rows, self.converters))
+        row = rows[0]
+        obj: T = self.model.from_db(self.alias, self.init_list, row[self.start : self.end])
+        for populator in self.populators:
+            populator.populate(row, obj)
+        return obj
+
+
+def load(model: type[T], related: tuple[str, ...], pk: int, alias: str = "default") -> T:
+    """The row ``pk`` of ``model`` with ``related`` joined, as ``QuerySet.get`` returns it."""
+    cache: dict[tuple[Any, ...], Loader[Any]] = _local.__dict__.setdefault("loaders", {})
+    key = (model, related, alias, id(connections[alias]))
+    loader = cache.get(key)
+    if loader is None:
+        loader = cache[key] = Loader(model, related, alias)
+    return cast(T, loader.get(pk))
+
+
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    """A concrete column of ``model`` (``pk``: its primary key)."""
+    meta = model._meta
+    found = meta.pk if name == "pk" else meta.get_field(name)
+    if not isinstance(found, Field) or not found.concrete:
+        raise NeedsOrm(f"{name} is not a column of {meta.db_table}")
+    return found
+
+
+_UPDATE_SQL: dict[tuple[Any, ...], str] = {}
+
+
+def update(
+    model: type[Model],
+    values: Mapping[str, Any],
+    where: Mapping[str, Any],
+    *,
+    alias: str = "default",
+    returning: str = "",
+) -> tuple[str, list[Any]]:
+    """The SQL and parameters of ``model.objects.filter(**where).update(**values)`` (``where``:
+    equality on plain fields; None is ``IS NULL``), optionally ``RETURNING`` a column."""
+    db = connections[alias]
+    meta = model._meta
+    set_fields = [_field(model, name) for name in values]
+    where_fields = [_field(model, name) for name in where]
+    params: list[Any] = []
+    for field, value in zip(set_fields, values.values(), strict=True):
+        if field.many_to_many or field.model._meta.concrete_model is not meta.concrete_model:
+            raise NeedsOrm(f"{field.name} is not a column of {meta.db_table}")
+        if hasattr(value, "resolve_expression") or hasattr(field, "get_placeholder"):
+            raise NeedsOrm(f"{field.name}: an expression")
+        if hasattr(value, "prepare_database_save"):
+            if not field.remote_field:
+                raise NeedsOrm(f"{field.name}: a model instance for a plain field")
+            value = value.prepare_database_save(field)
+        prepared = field.get_db_prep_save(value, connection=db)
+        if hasattr(prepared, "as_sql"):
+            raise NeedsOrm(f"{field.name}: an expression")
+        params.append(prepared)
+    nulls = tuple(value is None for value in where.values())
+    for field, value in zip(where_fields, where.values(), strict=True):
+        if field.is_relation or hasattr(value, "resolve_expression"):
+            raise NeedsOrm(f"{field}: only plain fields compared with values")
+        if value is not None:
+            params.append(field.get_db_prep_value(value, connection=db, prepared=False))
+    key = (db.vendor, meta.db_table, tuple(values), tuple(where), nulls, returning)
+    sql = _UPDATE_SQL.get(key)
+    if sql is None:
+        quote = db.ops.quote_name
+        sets = ", ".join(f"{quote(str(f.column))} = %s" for f in set_fields)
+        conditions = " AND ".join(
+            f"{quote(meta.db_table)}.{quote(str(f.column))} " + ("IS NULL" if null else "= %s")
+            for f, null in zip(where_fields, nulls, strict=True)
+        )
+        sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {conditions}"  # noqa: S608
+        if returning:
+            sql += f" RETURNING {quote(meta.db_table)}.{quote(returning)}"
+        _UPDATE_SQL[key] = sql
+    return sql, params
+
+
+def execute(sql: str, params: Sequence[Any], alias: str = "default") -> int:
+    """Run one statement; the rows it changed."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+_TAKE_SQL: dict[tuple[Any, ...], str] = {}
+
+
+def take_free_lease(
+    model: type[Model],
+    pk: int,
+    *,
+    dispatch: int,
+    states: Sequence[str],
+    owner: str,
+    now: Any,
+    expires: Any,
+    alias: str = "default",
+) -> bool:
+    """The claim of a free lease, one statement: ``filter(pk=pk, dispatch=dispatch,
+    state__in=states, lease_owner="")`` with no lease time or an expired one, ``update(
+    updated_at=now, lease_owner=owner, lease_expires_at=expires, stage_started_at=
+    Coalesce(F("stage_started_at"), Value(now)))``. Whether the row was taken."""
+    db = connections[alias]
+    meta = model._meta
+
+    def field(name: str) -> Field[Any, Any]:
+        return _field(model, name)
+
+    def prep(name: str, value: Any) -> Any:
+        return field(name).get_db_prep_value(value, connection=db, prepared=False)
+
+    key = (db.vendor, meta.db_table, len(states))
+    sql = _TAKE_SQL.get(key)
+    if sql is None:
+        q = db.ops.quote_name
+        t = q(meta.db_table)
+
+        def bare(name: str) -> str:
+            return q(str(field(name).column))
+
+        def col(name: str) -> str:
+            return f"{t}.{bare(name)}"
+
+        sql = (
+            f"UPDATE {t} SET {bare('updated_at')} = %s, "  # noqa: S608
+            f"{bare('lease_owner')} = %s, {bare('lease_expires_at')} = %s, "
+            f"{bare('stage_started_at')} = COALESCE({col('stage_started_at')}, %s) "
+            f"WHERE {col('pk')} = %s AND {col('dispatch')} = %s "
+            f"AND {col('state')} IN ({', '.join(['%s'] * len(states))}) "
+            f"AND {col('lease_owner')} = %s AND ({col('lease_expires_at')} IS NULL "
+            f"OR {col('lease_expires_at')} <= %s)"
+        )
+        _TAKE_SQL[key] = sql
+    params = [
+        prep("updated_at", now),
+        prep("lease_owner", owner),
+        prep("lease_expires_at", expires),
+        prep("stage_started_at", now),
+        prep("pk", pk),
+        prep("dispatch", dispatch),
+        *(prep("state", s) for s in states),
+        prep("lease_owner", ""),
+        prep("lease_expires_at", now),
+    ]
+    return execute(sql, params, alias) == 1
