@@ -20,6 +20,7 @@ import base64
 import functools
 import json
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -29,8 +30,6 @@ from urllib.parse import urlsplit
 
 import orjson
 import requests
-from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
-from requests_oauthlib import OAuth1
 
 from maas_client import listing, types
 from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify, excerpt
@@ -38,11 +37,14 @@ from maas_client.hardware import HardwareReads
 from maas_client.stats import STATS, CallStats
 from maas_client.wire import (
     Credentials,
+    PlaintextAuth,
     api_root,
     encode_multipart,
+    environ_proxies,
     gc_paused,
     is_json,
     server_time,
+    shared_adapter,
 )
 
 log = logging.getLogger("maas.client")
@@ -148,15 +150,21 @@ class MaasClient(HardwareReads):
         self.session = requests.Session()
         self.session.verify = verify_tls
         self.session.headers["Accept"] = "application/json"
+        # the process's pools: a workflow step's client reuses the connections of the steps
+        # before it (one per site and TLS setting; wire.shared_adapter)
+        adapter = shared_adapter()
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
         if api_key is not None:  # None: anonymous (only version/ and describe/ answer)
-            creds = Credentials.parse(api_key)
-            self.session.auth = OAuth1(
-                creds.consumer_key,
-                client_secret="",
-                resource_owner_key=creds.token_key,
-                resource_owner_secret=creds.token_secret,
-                signature_method=SIGNATURE_PLAINTEXT,
-            )
+            self.session.auth = PlaintextAuth(Credentials.parse(api_key))
+            # what requests reads from the environment at every request (the proxies for
+            # MAAS's host, a CA bundle), read once: the environment is the process's and
+            # every request goes to the one host. With a key, no netrc is ever read.
+            self.session.proxies = environ_proxies(self.root)
+            if verify_tls is True:
+                bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+                self.session.verify = bundle or True
+            self.session.trust_env = False
 
     def close(self) -> None:
         self.session.close()
