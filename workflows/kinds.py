@@ -28,7 +28,7 @@ from django.utils import timezone
 from maas_client.client import MaasClient
 from maas_client.status import NodeStatus
 from maas_client.types import Machine
-from maas_domain import policy, work
+from maas_domain import compiled, policy, work
 from maas_domain.policy import Policy
 from maas_domain.site_client import client_for_site
 from workflows import hints, rowsql
@@ -189,8 +189,8 @@ class WorkflowKind(Generic[M]):
     # -- rows and the timeline --------------------------------------------------------------------
 
     def load(self, pk: int) -> M:
-        """The row with the kind's ``select_related`` (compiled once per thread: rowsql)."""
-        return rowsql.load(self.model, self.select_related, pk, router.db_for_read(self.model))
+        """The row with the kind's ``select_related`` (compiled once: maas_domain/compiled.py)."""
+        return compiled.get(self.model, pk, self.select_related)
 
     def event(
         self, wf: M, kind: str, message: str, *, stage: str = "", actor: str = "", **data: Any

@@ -5,10 +5,7 @@ lease and writes its result with a compare-and-swap; the ORM compiles each of th
 QuerySet every time, and that compilation was about a third of a worker's CPU per onboarded
 node (docs/benchmarks.md, "2026-11-28 — the worker's CPU per node"). Here:
 
-- ``Loader``: the kind's load query compiled once per thread and database (its SQL, its
-  columns and converters), then per load one execute and the ORM's own row-to-model code
-  (``Model.from_db`` and the related populators), so the instances are what
-  ``QuerySet.get`` returns.
+- the kind's load (``maas_domain/compiled.py``): compiled once per thread and database.
 - ``update``: ``UPDATE <table> SET <col> = %s, ... WHERE <col> = %s AND ...`` built from the
   model's fields (the SQL text cached per table and field names), every value prepared by its
   field exactly as ``QuerySet.update`` and ``filter`` prepare them (``get_db_prep_save``,
@@ -20,68 +17,15 @@ Identifiers come from the models' metadata and every value is a parameter.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any
 
 from django.db import connections
 from django.db.models import Field, Model
-from django.db.models.query import get_related_populators
-
-T = TypeVar("T", bound=Model)
-
-_local = threading.local()  # compiled loaders per thread: a compiler holds its connection
 
 
 class NeedsOrm(Exception):
     """A value the hand-written statement cannot carry (an expression): use the ORM."""
-
-
-class Loader(Generic[T]):
-    """``model._default_manager.select_related(*related).get(pk=pk)``, compiled once."""
-
-    def __init__(self, model: type[T], related: tuple[str, ...], alias: str) -> None:
-        self.model, self.alias = model, alias
-        qs = model._default_manager.using(alias).select_related(*related).filter(pk=0)
-        compiler = qs.query.get_compiler(using=alias)
-        sql, params = compiler.as_sql()
-        if list(params) != [0]:  # the pk is the query's one parameter
-            raise NeedsOrm(f"{model.__name__}'s load query has parameters {params!r}")
-        self.sql = sql
-        self.compiler = compiler
-        select, klass_info = compiler.select, compiler.klass_info
-        assert klass_info is not None
-        fields = klass_info["select_fields"]
-        self.start, self.end = fields[0], fields[-1] + 1
-        self.init_list = [f[0].target.attname for f in select[self.start : self.end]]
-        # Django 5.2's signature (the stubs know a later one)
-        self.populators = cast(Any, get_related_populators)(klass_info, select, alias)
-        self.converters = compiler.get_converters([s[0] for s in select[0 : compiler.col_count]])
-
-    def get(self, pk: int) -> T:
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(self.sql, [pk])
-            rows = cursor.fetchall()
-        if not rows:
-            missing = cast(Any, self.model).DoesNotExist
-            raise missing(f"{self.model.__name__} matching query does not exist.")
-        if self.converters:
-            rows = list(self.compiler.apply_converters(rows, self.converters))
-        row = rows[0]
-        obj: T = self.model.from_db(self.alias, self.init_list, row[self.start : self.end])
-        for populator in self.populators:
-            populator.populate(row, obj)
-        return obj
-
-
-def load(model: type[T], related: tuple[str, ...], pk: int, alias: str = "default") -> T:
-    """The row ``pk`` of ``model`` with ``related`` joined, as ``QuerySet.get`` returns it."""
-    cache: dict[tuple[Any, ...], Loader[Any]] = _local.__dict__.setdefault("loaders", {})
-    key = (model, related, alias, id(connections[alias]))
-    loader = cache.get(key)
-    if loader is None:
-        loader = cache[key] = Loader(model, related, alias)
-    return cast(T, loader.get(pk))
 
 
 def _field(model: type[Model], name: str) -> Field[Any, Any]:
