@@ -9,8 +9,9 @@ with its own values and builds the instances with the ORM's own code (converters
 ``Model.from_db``, the related populators), so they are what the QuerySet returns.
 
 A shape is compiled only if the QuerySet's parameters are exactly the compared values, each
-prepared by its field as the lookup prepares it; otherwise (and for a None, which the ORM
-compiles as ``IS NULL``) the QuerySet runs as before.
+prepared by its field as the lookup prepares it (a boolean, which the ORM writes into the SQL,
+is part of the shape); otherwise (and for a None, which the ORM compiles as ``IS NULL``) the
+QuerySet runs as before.
 """
 
 from __future__ import annotations
@@ -78,12 +79,14 @@ def _fetch(
         return None
     alias = router.db_for_read(model)
     names = tuple(sorted(where))  # the order filter(**where) compares them in
+    # the ORM writes a boolean into the SQL (``col`` / ``NOT col``): part of the shape
+    flags = tuple((n, where[n]) for n in names if isinstance(where[n], bool))
     try:
-        params = [_prepared(model, n, where[n], alias) for n in names]
+        params = [_prepared(model, n, where[n], alias) for n in names if (n, where[n]) not in flags]
     except (TypeError, LookupError):
         return None
     cache: dict[tuple[Any, ...], _Compiled] = _local.__dict__.setdefault("compiled", {})
-    key = (model, related, order, limit, names, alias, id(connections[alias]))
+    key = (model, related, order, limit, names, flags, alias, id(connections[alias]))
     compiled = cache.get(key)
     if compiled is None:
         compiled = cache[key] = _Compiled(

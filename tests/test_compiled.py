@@ -73,3 +73,29 @@ def test_the_sites_key_is_read_at_every_call_so_a_rotation_is_seen_at_once(
     ref.version, ref.pending_version = ref.pending_version, None  # what the probe does
     ref.save()
     assert maas_api_key(site=site) == ROTATED
+
+
+def test_the_hot_reads_do_not_fall_back_to_the_queryset(
+    monkeypatch: pytest.MonkeyPatch, admin_user: Any
+) -> None:
+    """What the engine reads at every step runs compiled (a fallback would be silent: the
+    same answers, the ORM's CPU again)."""
+    from django.db.models import QuerySet
+
+    site = make_site()
+    site_credentials_write(actor=admin_user, site=site, payload={"maas_api_key": KEY})
+    SecretVersion.objects.create(path="t/1", version=1, ciphertext=b"a")
+    SecretVersion.objects.create(path="t/1", version=2, ciphertext=b"b", destroyed=True)
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("ran through the QuerySet")
+
+    monkeypatch.setattr(QuerySet, "first", refused)
+    monkeypatch.setattr(QuerySet, "get", refused)
+    assert maas_api_key(site=site) == KEY
+    latest = compiled.first(SecretVersion, order=("-version",), path="t/1", destroyed=False)
+    assert latest is not None and latest.version == 1
+    gone = compiled.first(SecretVersion, path="t/1", destroyed=True, version=2)
+    assert gone is not None and bytes(gone.ciphertext) == b"b"
+    assert compiled.first(SecretVersion, path="t/1", destroyed=False, version=2) is None
+    assert compiled.get(MaasSite, site.pk).pk == site.pk
