@@ -35,6 +35,7 @@ from maas_client import listing, types
 from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify, excerpt
 from maas_client.hardware import HardwareReads
 from maas_client.stats import STATS, CallStats
+from maas_client.transport import Direct
 from maas_client.wire import (
     Credentials,
     PlaintextAuth,
@@ -155,8 +156,10 @@ class MaasClient(HardwareReads):
         adapter = shared_adapter()
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
+        self._direct: Direct | None = None
         if api_key is not None:  # None: anonymous (only version/ and describe/ answer)
-            self.session.auth = PlaintextAuth(Credentials.parse(api_key))
+            auth = PlaintextAuth(Credentials.parse(api_key))
+            self.session.auth = auth
             # what requests reads from the environment at every request (the proxies for
             # MAAS's host, a CA bundle), read once: the environment is the process's and
             # every request goes to the one host. With a key, no netrc is ever read.
@@ -165,6 +168,10 @@ class MaasClient(HardwareReads):
                 bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
                 self.session.verify = bundle or True
             self.session.trust_env = False
+            if not self.session.proxies and self.root.isascii():
+                # requests' work per request done once (transport.py); through a proxy, or
+                # to a host name IDNA would encode, Session.request as before
+                self._direct = Direct(self.session, self.root, auth)
 
     def close(self) -> None:
         self.session.close()
@@ -195,16 +202,27 @@ class MaasClient(HardwareReads):
         for attempt in range(1, attempts + 1):
             started = time.monotonic()
             try:
-                response = self.session.request(
-                    method,
-                    self.root + path,
-                    params=params,
-                    data=body,
-                    headers=headers,
-                    timeout=self.timeout,
-                    stream=True,
-                    allow_redirects=False,  # MAAS does not redirect API calls; nothing follows one
-                )
+                response: Any
+                if self._direct is not None:
+                    response = self._direct.send(
+                        method,
+                        path,
+                        params=params,
+                        body=body,
+                        headers=headers,
+                        timeout=self.timeout,
+                    )
+                else:
+                    response = self.session.request(
+                        method,
+                        self.root + path,
+                        params=params,
+                        data=body,
+                        headers=headers,
+                        timeout=self.timeout,
+                        stream=True,
+                        allow_redirects=False,  # MAAS does not redirect API calls; nothing follows
+                    )
                 self.maas_time = server_time(response) or self.maas_time
                 status = response.status_code
                 if stream is not None and 200 <= status < 300 and status != 204:
@@ -283,7 +301,7 @@ class MaasClient(HardwareReads):
         self._target_checked = True
 
     def _chunks(
-        self, response: requests.Response, started: float, operation: str, system_id: str
+        self, response: Any, started: float, operation: str, system_id: str
     ) -> Generator[bytes, None, None]:
         """The body in 1 MiB chunks (requests' default is 10 KiB: a 65 MB machine listing
         arrives in 0.05 s instead of 0.2 s), at most ``max_body`` bytes, finished within

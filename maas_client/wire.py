@@ -9,11 +9,12 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Protocol
 from urllib.parse import quote, urlsplit
 
 import requests
@@ -57,12 +58,14 @@ class PlaintextAuth(requests.auth.AuthBase):
             f'oauth_token="{_escape(creds.token_key)}", oauth_signature="{signature}"'
         )
 
-    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+    def header(self) -> str:
+        """The ``Authorization`` header of one request (a nonce and timestamp of its own)."""
         stamp = str(int(time.time()))
         nonce = str(random.getrandbits(64)) + stamp
-        r.headers["Authorization"] = (
-            f'OAuth oauth_nonce="{nonce}", oauth_timestamp="{stamp}", {self._fixed}'
-        )
+        return f'OAuth oauth_nonce="{nonce}", oauth_timestamp="{stamp}", {self._fixed}'
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        r.headers["Authorization"] = self.header()
         return r
 
     def __repr__(self) -> str:
@@ -157,11 +160,18 @@ def gc_paused(pause: bool) -> Iterator[None]:
         gc.enable()
 
 
-def is_json(response: requests.Response) -> bool:
+class Headed(Protocol):
+    """An answer's headers: a ``requests.Response`` or a ``transport.Answer``."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def is_json(response: Headed) -> bool:
     return response.headers.get("Content-Type", "").split(";")[0].endswith("json")
 
 
-def server_time(response: requests.Response) -> datetime | None:
+def server_time(response: Headed) -> datetime | None:
     """MAAS's clock, from the answer's ``Date`` header (a deployed machine's ``last_sync`` is in
     the region's time, which need not be ours); None without a readable one."""
     try:
