@@ -44,9 +44,9 @@ class _Compiled:
         self.populators = cast(Any, get_related_populators)(klass_info, select, alias)
         self.converters = compiler.get_converters([s[0] for s in select[0 : compiler.col_count]])
 
-    def run(self, params: list[Any]) -> list[Any]:
+    def run(self, params: list[Any], sql: str | None = None) -> list[Any]:
         with connections[self.alias].cursor() as cursor:
-            cursor.execute(self.sql, params)
+            cursor.execute(sql or self.sql, params)
             rows = cursor.fetchall()
         if self.converters and rows:
             rows = list(self.compiler.apply_converters(rows, self.converters))
@@ -131,3 +131,51 @@ def first(model: type[T], *, order: tuple[str, ...] = ("pk",), **where: Any) -> 
     if found is None:
         return model._default_manager.filter(**where).order_by(*order).first()
     return found[0] if found else None
+
+
+class Uncompiled(Exception):
+    """This read cannot be fused with the statement (another database, a shape the ORM
+    compiles otherwise): run the two statements."""
+
+
+_FUSED: dict[tuple[Any, ...], str] = {}
+
+
+def get_changed(
+    model: type[T], pk: Any, related: tuple[str, ...], changing_sql: str, params: list[Any]
+) -> T | None:
+    """``changing_sql`` (an UPDATE of ``model``'s row ``pk``, on PostgreSQL) and then ``get``
+    of that row in the same statement: ``WITH changed AS (<changing_sql> RETURNING *)`` and
+    ``get``'s SELECT reading the row from ``changed`` (as the update left it) joined to its
+    related rows. None when the update changed no row; ``Uncompiled`` when this cannot be
+    one statement."""
+    alias = router.db_for_write(model)
+    db = connections[alias]
+    if db.vendor != "postgresql":
+        raise Uncompiled(db.vendor)
+    try:
+        pk_param = _prepared(model, "pk", pk, alias)
+    except (TypeError, LookupError) as exc:
+        raise Uncompiled(str(exc)) from exc
+    cache: dict[tuple[Any, ...], _Compiled] = _local.__dict__.setdefault("compiled", {})
+    key = (model, related, (), None, ("pk",), (), alias, id(db))
+    compiled = cache.get(key)
+    if compiled is None:
+        compiled = cache[key] = _Compiled(
+            _queryset(model, related, (), None, {"pk": pk}), alias, [pk_param]
+        )
+    if not compiled.ok:
+        raise Uncompiled("the read's shape")
+    table = db.ops.quote_name(model._meta.db_table)
+    fused_key = (compiled.sql, changing_sql)
+    fused = _FUSED.get(fused_key)
+    if fused is None:
+        source = f" FROM {table} "
+        if compiled.sql.count(source) != 1 or not changing_sql.startswith(f"UPDATE {table} "):
+            raise Uncompiled("the read's FROM")
+        select = compiled.sql.replace(source, f' FROM "changed" {table} ')
+        fused = _FUSED[fused_key] = (
+            f'WITH "changed" AS ({changing_sql} RETURNING {table}.*) {select}'
+        )
+    found = compiled.run([*params, pk_param], sql=fused)
+    return cast(T, found[0]) if found else None

@@ -115,6 +115,31 @@ def take_free_lease(
     state__in=states, lease_owner="")`` with no lease time or an expired one, ``update(
     updated_at=now, lease_owner=owner, lease_expires_at=expires, stage_started_at=
     Coalesce(F("stage_started_at"), Value(now)))``. Whether the row was taken."""
+    sql, params = take_free_lease_sql(
+        model,
+        pk,
+        dispatch=dispatch,
+        states=states,
+        owner=owner,
+        now=now,
+        expires=expires,
+        alias=alias,
+    )
+    return execute(sql, params, alias) == 1
+
+
+def take_free_lease_sql(
+    model: type[Model],
+    pk: int,
+    *,
+    dispatch: int,
+    states: Sequence[str],
+    owner: str,
+    now: Any,
+    expires: Any,
+    alias: str = "default",
+) -> tuple[str, list[Any]]:
+    """``take_free_lease``'s statement and parameters."""
     db = connections[alias]
     meta = model._meta
 
@@ -157,4 +182,4 @@ def take_free_lease(
         prep("lease_owner", ""),
         prep("lease_expires_at", now),
     ]
-    return execute(sql, params, alias) == 1
+    return sql, params

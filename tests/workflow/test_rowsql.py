@@ -202,3 +202,38 @@ def test_the_compiled_load_is_what_the_orm_loads(
     with pytest.raises(Onboarding.DoesNotExist):
         kind.load(other.pk + 1000)
     assert not OnboardingEvent.objects.exists()
+
+
+def test_a_free_lease_is_taken_and_its_row_read_in_one_statement(site: MaasSite) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    kind = KINDS["onboarding"]
+    wf = make_onboarding(site, node=make_node(site), stage="discover")
+    started = timezone.now() - timedelta(minutes=2)
+    rows = Onboarding.objects.filter(pk=wf.pk)
+    rows.update(state="running", dispatch=4, stage_started_at=started)
+    with CaptureQueriesContext(connection) as queries:
+        assert step.claim(kind, wf.pk, 3) is None  # a stale message
+    assert rows.get().lease_owner == ""
+    with CaptureQueriesContext(connection) as queries:
+        claimed = step.claim(kind, wf.pk, 4)
+        assert claimed is not None
+        loaded, owner = claimed
+        # the related rows came with it
+        assert (loaded.site.pk, loaded.profile.site.pk, loaded.sku.pk) == (
+            site.pk,
+            site.pk,
+            wf.sku_id,
+        )
+        assert loaded.node is not None and loaded.node.pk == wf.node_id
+    statements = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert len(statements) == 1, statements
+    # the row as the claim left it
+    assert (loaded.lease_owner, loaded.stage_started_at) == (owner, started)
+    orm = Onboarding.objects.select_related(*kind.select_related).get(pk=wf.pk)
+    fields = [f.attname for f in Onboarding._meta.concrete_fields]
+    assert [getattr(loaded, f) for f in fields] == [getattr(orm, f) for f in fields]
+    assert orm.lease_owner == owner
+    assert step.claim(kind, wf.pk, 4) is None  # held now
+    assert not OnboardingEvent.objects.filter(onboarding=wf, kind="stage.lost").exists()
