@@ -2,7 +2,7 @@
 
 ``requests.Session.request`` spends more CPU on each request than the request itself costs a
 local MAAS (merging settings, preparing, hooks, building the response: docs/benchmarks.md,
-"2026-11-28 — the worker's CPU per node"). A keyed client sends every request to one host with
+"2026-11-27 — the worker's CPU per node"). A keyed client sends every request to one host with
 fixed headers, auth, TLS setting and no proxy, so ``send`` does what ``HTTPAdapter.send`` does
 with what requests would have prepared: the same URL (``requote_uri`` of the root, the path
 and the urlencoded query), the session's headers then the request's, ``Content-Length``,

@@ -2,7 +2,7 @@
 
 A QuerySet compiles its SQL every time it runs, and for the few reads every workflow step makes
 (its row with the related rows, the site's credential reference, a secret's row) that
-compilation cost more CPU than the database answering them (docs/benchmarks.md, "2026-11-28 —
+compilation cost more CPU than the database answering them (docs/benchmarks.md, "2026-11-27 —
 the worker's CPU per node"). Here such a read is compiled once per thread, database and shape
 (the model, the related rows, the compared fields, the order), and each call runs the same SQL
 with its own values and builds the instances with the ORM's own code (converters,

@@ -323,6 +323,9 @@ class StageContext(Generic[M]):
         # machines this execution read from MAAS itself since its last MAAS mutation
         # (``saw``): the next look at one of them, in this stage or a chained one, takes it
         self.looked: dict[str, tuple[Machine, float]] = {}
+        # what a stage computed that a later stage of this execution may take instead of
+        # computing it again (a pure function's answer); never stored, gone with the execution
+        self.memo: dict[str, Any] = {}
 
     def next_stage(self, *, rerun: bool = False) -> None:
         """The engine moves on to the row's (next or re-read) stage within one execution: the

@@ -3,9 +3,11 @@
 Every step of every workflow loads its row (with the kind's ``select_related``), claims the
 lease and writes its result with a compare-and-swap; the ORM compiles each of these from a
 QuerySet every time, and that compilation was about a third of a worker's CPU per onboarded
-node (docs/benchmarks.md, "2026-11-28 — the worker's CPU per node"). Here:
+node (docs/benchmarks.md, "2026-11-27 — the worker's CPU per node"). Here:
 
 - the kind's load (``maas_domain/compiled.py``): compiled once per thread and database.
+- ``take_free_lease_sql``: the claim of a free lease, which ``compiled.get_changed`` runs with
+  the load in one statement (the row as the claim left it, with its related rows).
 - ``update``: ``UPDATE <table> SET <col> = %s, ... WHERE <col> = %s AND ...`` built from the
   model's fields (the SQL text cached per table and field names), every value prepared by its
   field exactly as ``QuerySet.update`` and ``filter`` prepare them (``get_db_prep_save``,
