@@ -177,7 +177,9 @@ def test_an_execution_renders_the_same_payload_once(settings, monkeypatch) -> No
     monkeypatch.setattr(cloudconfig, "render", counting)
     memo: dict[str, object] = {}
     first = payload.render(wf, policy, tokens, memo=memo)
-    again = payload.render(wf, policy, payload.read_tokens(wf), memo=memo)  # deploy's read
+    read = payload.read_tokens(wf)  # what the deploy stage reads
+    assert read is not None
+    again = payload.render(wf, policy, read, memo=memo)
     assert again == first and len(rendered) == 1
     assert payload.render(wf, policy, tokens) == first and len(rendered) == 2  # no memo
     other, _ = payload.mint_tokens(wf.pk, wf.attempt)
