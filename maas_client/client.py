@@ -20,6 +20,7 @@ import base64
 import functools
 import json
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -29,20 +30,22 @@ from urllib.parse import urlsplit
 
 import orjson
 import requests
-from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
-from requests_oauthlib import OAuth1
 
 from maas_client import listing, types
 from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify, excerpt
 from maas_client.hardware import HardwareReads
 from maas_client.stats import STATS, CallStats
+from maas_client.transport import Direct
 from maas_client.wire import (
     Credentials,
+    PlaintextAuth,
     api_root,
     encode_multipart,
+    environ_proxies,
     gc_paused,
     is_json,
     server_time,
+    shared_adapter,
 )
 
 log = logging.getLogger("maas.client")
@@ -148,15 +151,27 @@ class MaasClient(HardwareReads):
         self.session = requests.Session()
         self.session.verify = verify_tls
         self.session.headers["Accept"] = "application/json"
+        # the process's pools: a workflow step's client reuses the connections of the steps
+        # before it (one per site and TLS setting; wire.shared_adapter)
+        adapter = shared_adapter()
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        self._direct: Direct | None = None
         if api_key is not None:  # None: anonymous (only version/ and describe/ answer)
-            creds = Credentials.parse(api_key)
-            self.session.auth = OAuth1(
-                creds.consumer_key,
-                client_secret="",
-                resource_owner_key=creds.token_key,
-                resource_owner_secret=creds.token_secret,
-                signature_method=SIGNATURE_PLAINTEXT,
-            )
+            auth = PlaintextAuth(Credentials.parse(api_key))
+            self.session.auth = auth
+            # what requests reads from the environment at every request (the proxies for
+            # MAAS's host, a CA bundle), read once: the environment is the process's and
+            # every request goes to the one host. With a key, no netrc is ever read.
+            self.session.proxies = environ_proxies(self.root)
+            if verify_tls is True:
+                bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+                self.session.verify = bundle or True
+            self.session.trust_env = False
+            if not self.session.proxies and self.root.isascii():
+                # requests' work per request done once (transport.py); through a proxy, or
+                # to a host name IDNA would encode, Session.request as before
+                self._direct = Direct(self.session, self.root, auth)
 
     def close(self) -> None:
         self.session.close()
@@ -187,16 +202,27 @@ class MaasClient(HardwareReads):
         for attempt in range(1, attempts + 1):
             started = time.monotonic()
             try:
-                response = self.session.request(
-                    method,
-                    self.root + path,
-                    params=params,
-                    data=body,
-                    headers=headers,
-                    timeout=self.timeout,
-                    stream=True,
-                    allow_redirects=False,  # MAAS does not redirect API calls; nothing follows one
-                )
+                response: Any
+                if self._direct is not None:
+                    response = self._direct.send(
+                        method,
+                        path,
+                        params=params,
+                        body=body,
+                        headers=headers,
+                        timeout=self.timeout,
+                    )
+                else:
+                    response = self.session.request(
+                        method,
+                        self.root + path,
+                        params=params,
+                        data=body,
+                        headers=headers,
+                        timeout=self.timeout,
+                        stream=True,
+                        allow_redirects=False,  # MAAS does not redirect API calls; nothing follows
+                    )
                 self.maas_time = server_time(response) or self.maas_time
                 status = response.status_code
                 if stream is not None and 200 <= status < 300 and status != 204:
@@ -275,7 +301,7 @@ class MaasClient(HardwareReads):
         self._target_checked = True
 
     def _chunks(
-        self, response: requests.Response, started: float, operation: str, system_id: str
+        self, response: Any, started: float, operation: str, system_id: str
     ) -> Generator[bytes, None, None]:
         """The body in 1 MiB chunks (requests' default is 10 KiB: a 65 MB machine listing
         arrives in 0.05 s instead of 0.2 s), at most ``max_body`` bytes, finished within

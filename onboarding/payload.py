@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 
@@ -134,10 +134,23 @@ def problems(wf: Onboarding, policy: Policy) -> list[str]:
     )
 
 
-def render(wf: Onboarding, policy: Policy, tokens: Tokens) -> bytes:
-    """The attempt's user data (docs/security.md); raises ``PayloadRefused`` for a bad value."""
-    return cloudconfig.render(
-        first_boot(wf, policy, tokens),
-        node_rules=node_url_rules(wf.site),
-        bundle_rules=urlsafety.site_rules(wf.site),
-    )
+def render(
+    wf: Onboarding, policy: Policy, tokens: Tokens, *, memo: dict[str, Any] | None = None
+) -> bytes:
+    """The attempt's user data (docs/security.md); raises ``PayloadRefused`` for a bad value.
+
+    ``memo``: an execution's ``StageContext.memo``. The render is a pure function of the
+    first-boot values and the URL rules, so the same ones asked again in that execution (the
+    payload stage proves the payload renders, the chained deploy stage then sends it) are the
+    bytes rendered the first time; other values render afresh. Kept only in that execution."""
+    fb = first_boot(wf, policy, tokens)
+    node_rules, bundle_rules = node_url_rules(wf.site), urlsafety.site_rules(wf.site)
+    key = (fb, node_rules, bundle_rules)
+    if memo is not None:
+        done = memo.get("payload.render")
+        if done is not None and done[0] == key:
+            return cast(bytes, done[1])
+    text = cloudconfig.render(fb, node_rules=node_rules, bundle_rules=bundle_rules)
+    if memo is not None:
+        memo["payload.render"] = (key, text)
+    return text

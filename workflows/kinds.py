@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any, Generic, TypeVar, cast
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connections, router, transaction
 from django.db.models import Q, QuerySet
 from django.db.models.sql.subqueries import UpdateQuery
 from django.utils import timezone
@@ -28,10 +28,10 @@ from django.utils import timezone
 from maas_client.client import MaasClient
 from maas_client.status import NodeStatus
 from maas_client.types import Machine
-from maas_domain import policy, work
+from maas_domain import compiled, policy, work
 from maas_domain.policy import Policy
 from maas_domain.site_client import client_for_site
-from workflows import hints
+from workflows import hints, rowsql
 from workflows.models import Workflow, WorkflowEvent
 from workflows.results import LeaseLost, LookedThroughHint, Result, RowChanged
 
@@ -189,7 +189,8 @@ class WorkflowKind(Generic[M]):
     # -- rows and the timeline --------------------------------------------------------------------
 
     def load(self, pk: int) -> M:
-        return self.model._default_manager.select_related(*self.select_related).get(pk=pk)
+        """The row with the kind's ``select_related`` (compiled once: maas_domain/compiled.py)."""
+        return compiled.get(self.model, pk, self.select_related)
 
     def event(
         self, wf: M, kind: str, message: str, *, stage: str = "", actor: str = "", **data: Any
@@ -322,6 +323,9 @@ class StageContext(Generic[M]):
         # machines this execution read from MAAS itself since its last MAAS mutation
         # (``saw``): the next look at one of them, in this stage or a chained one, takes it
         self.looked: dict[str, tuple[Machine, float]] = {}
+        # what a stage computed that a later stage of this execution may take instead of
+        # computing it again (a pure function's answer); never stored, gone with the execution
+        self.memo: dict[str, Any] = {}
 
     def next_stage(self, *, rerun: bool = False) -> None:
         """The engine moves on to the row's (next or re-read) stage within one execution: the
@@ -392,11 +396,14 @@ class StageContext(Generic[M]):
 
     # -- writing the row -------------------------------------------------------------------------
 
-    def _mine(self) -> QuerySet[M]:
+    def _mine_where(self) -> dict[str, Any]:
+        """The row as this execution last wrote it: ours, in the state and version it stored."""
         state, updated_at = self.stored
-        return self.kind.model._default_manager.filter(
-            pk=self.wf.pk, lease_owner=self.owner, state=state, updated_at=updated_at
-        )
+        wf = self.wf
+        return {"pk": wf.pk, "lease_owner": self.owner, "state": state, "updated_at": updated_at}
+
+    def _mine(self) -> QuerySet[M]:
+        return self.kind.model._default_manager.filter(**self._mine_where())
 
     def write(
         self,
@@ -413,7 +420,7 @@ class StageContext(Generic[M]):
         names = {*fields, "updated_at"}
         with transaction.atomic(savepoint=savepoint):
             values = {name: getattr(wf, name) for name in names}
-            if not update_with_timeline(self._mine(), values, list(events), self.kind):
+            if not write_with_timeline(self.kind, self._mine_where(), values, list(events)):
                 raise self._lost_or_changed()
         self.stored = (wf.state, wf.updated_at)
 
@@ -475,6 +482,30 @@ class StageContext(Generic[M]):
             self.maas.close()
 
 
+def write_with_timeline(
+    kind: WorkflowKind[M],
+    where: dict[str, Any],
+    values: dict[str, Any],
+    events: list[WorkflowEvent],
+) -> bool:
+    """``update_with_timeline`` of the row ``where`` selects, in hand-written SQL (rowsql:
+    no ORM compilation per call) unless a value needs the ORM."""
+    alias = router.db_for_write(kind.model)
+    try:
+        update_sql, update_params = rowsql.update(kind.model, values, where, alias=alias)
+    except rowsql.NeedsOrm:
+        rows = kind.model._default_manager.filter(**where)
+        return update_with_timeline(rows, values, events, kind)
+    db = connections[alias]
+    if db.vendor != "postgresql" or not events:
+        if rowsql.execute(update_sql, update_params, alias) != 1:
+            return False
+        kind.add_events(events)
+        return True
+    sql, params = _with_timeline(db, update_sql, update_params, events, kind)
+    return bool(rowsql.execute(sql, params, alias))
+
+
 def update_with_timeline(
     rows: QuerySet[M], values: dict[str, Any], events: list[WorkflowEvent], kind: WorkflowKind[M]
 ) -> bool:
@@ -490,6 +521,17 @@ def update_with_timeline(
     query = cast(UpdateQuery, rows.query.chain(UpdateQuery))
     query.add_update_values(values)
     update_sql, update_params = query.get_compiler(connection=db).as_sql()
+    sql, params = _with_timeline(db, update_sql, list(update_params), events, kind)
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        return bool(cursor.rowcount)
+
+
+def _with_timeline(
+    db: Any, update_sql: str, update_params: list[Any], events: list[WorkflowEvent], kind: Any
+) -> tuple[str, list[Any]]:
+    """The update and the insert of its timeline rows as one statement (a data-modifying
+    CTE: the insert reads the id the update returned, so no row changed means none added)."""
     model = kind.event_model
     parent = next(f for f in model._meta.concrete_fields if f.name == kind.event_parent)
     columns = [f for f in model._meta.concrete_fields if not f.primary_key and f is not parent]
@@ -507,6 +549,4 @@ def update_with_timeline(
         f"SELECT changed.{pk}, v.* FROM changed, (VALUES {', '.join([row] * len(events))}) "
         f"AS v({names})"
     )
-    with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        return bool(cursor.rowcount)
+    return sql, params

@@ -20,17 +20,18 @@ from typing import Any, cast
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q, Value
+from django.db import router, transaction
+from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from maas_client.errors import MaasError, MaasTransient
-from maas_domain import context, events
+from maas_domain import compiled, context, events
 from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import CredentialNotConfirmed
 from maas_domain.work import WorkflowState
+from workflows import rowsql
 from workflows.dispatch import ADVANCE, admit_after_commit, enqueue
 from workflows.kinds import KINDS, M, StageContext, WorkflowKind, lease_seconds
 from workflows.models import RUNNABLE_STATES, Workflow
@@ -105,19 +106,24 @@ def claim(kind: WorkflowKind[M], pk: int, dispatch: int) -> tuple[M, str] | None
     (``stage.lost``), so an operator reading it knows what MAAS may have done unanswered."""
     owner = uuid.uuid4().hex
     now = timezone.now()
-    runnable = kind.model._default_manager.filter(
-        pk=pk, dispatch=dispatch, state__in=RUNNABLE_STATES
-    )
-    taking = {
-        "updated_at": now,
-        "lease_owner": owner,
-        "lease_expires_at": now + timedelta(seconds=lease_seconds()),
-        "stage_started_at": Coalesce(F("stage_started_at"), Value(now)),
-    }
-    with transaction.atomic():
+    expires = now + timedelta(seconds=lease_seconds())
+    alias = router.db_for_write(kind.model)
+    with transaction.atomic(using=alias):
         lost = False
-        free = Q(lease_owner="") & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
-        if not runnable.filter(free).update(**taking):
+        # a free lease (no owner, no lease time or an expired one) taken and the row loaded
+        # in one hand-written statement; the ORM takes an expired lease still held (rare:
+        # its execution died), and the row is loaded after it
+        wf = _take_free(kind, pk, dispatch, owner, now, expires, alias)
+        if wf is None:
+            runnable = kind.model._default_manager.filter(
+                pk=pk, dispatch=dispatch, state__in=RUNNABLE_STATES
+            )
+            taking = {
+                "updated_at": now,
+                "lease_owner": owner,
+                "lease_expires_at": expires,
+                "stage_started_at": Coalesce(F("stage_started_at"), Value(now)),
+            }
             lost = bool(
                 runnable.exclude(lease_owner="")
                 .filter(lease_expires_at__lte=now)
@@ -125,12 +131,32 @@ def claim(kind: WorkflowKind[M], pk: int, dispatch: int) -> tuple[M, str] | None
             )
             if not lost:
                 return None
-        wf = kind.load(pk)
+            wf = kind.load(pk)
         if lost:
             kind.add_event(wf, "stage.lost", lost_message(wf), stage=wf.stage, sent=sent_calls(wf))
         if wf.stage_started_at == now:  # this claim started the stage
             kind.add_event(wf, "stage.started", f"{wf.stage} started", stage=wf.stage)
     return wf, owner
+
+
+def _take_free(
+    kind: WorkflowKind[M], pk: int, dispatch: int, owner: str, now: Any, expires: Any, alias: str
+) -> M | None:
+    """The row, if this claim took its free lease (one statement where it can be)."""
+    sql, params = rowsql.take_free_lease_sql(
+        kind.model,
+        pk,
+        dispatch=dispatch,
+        states=RUNNABLE_STATES,
+        owner=owner,
+        now=now,
+        expires=expires,
+        alias=alias,
+    )
+    try:
+        return compiled.get_changed(kind.model, pk, kind.select_related, sql, params)
+    except compiled.Uncompiled:
+        return kind.load(pk) if rowsql.execute(sql, params, alias) == 1 else None
 
 
 def sent_calls(wf: Workflow) -> dict[str, int]:

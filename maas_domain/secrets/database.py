@@ -13,7 +13,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from maas_domain import dryrun
+from maas_domain import compiled, dryrun
 from maas_domain.models import SecretVersion
 from maas_domain.secrets.base import SecretConflict, SecretNotFound, SecretsUnavailable
 
@@ -44,11 +44,10 @@ class DatabaseBackend:
         return row.version
 
     def read(self, path: str, version: int | None = None) -> dict[str, str]:
-        rows = SecretVersion.objects.filter(path=path, destroyed=False)
         row = (
-            rows.filter(version=version).first()
+            compiled.first(SecretVersion, path=path, destroyed=False, version=version)
             if version is not None
-            else rows.order_by("-version").first()
+            else compiled.first(SecretVersion, order=("-version",), path=path, destroyed=False)
         )
         if row is None:
             raise SecretNotFound(f"no secret at {path!r} version {version or 'latest'}")

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from maas_domain import compiled
 from maas_domain.models import CredentialKind, MaasSite, PowerCredentialOverride, SiteCredential
 from maas_domain.models.sites import SecretRef
 from maas_domain.secrets import SecretNotFound, SecretsError, get_backend
@@ -53,7 +54,8 @@ def unreadable(exc: Exception) -> str:
 def maas_api_key(*, site: MaasSite, pending: bool = False) -> str:
     """The confirmed key (or the pending one, for the probe that confirms it), only for the MAAS
     URL and TLS setting it is bound to (docs/security.md)."""
-    ref = SiteCredential.objects.filter(site=site, kind=CredentialKind.MAAS_API_KEY).first()
+    # read at every call (a rotation takes effect at once), compiled once (compiled.py)
+    ref = compiled.first(SiteCredential, site_id=site.pk, kind=CredentialKind.MAAS_API_KEY)
     if ref is None or ref.version is None:
         raise SecretNotFound(f"site {site.name!r} has no MAAS API key")
     if not ref.bound_to(site):

@@ -170,7 +170,7 @@ def deploy(ctx: Ctx) -> Result:
             tokens, fields = payload.mint_tokens(wf.pk, wf.attempt)
             ctx.event("payload.rendered", f"payload re-rendered for attempt {wf.attempt}")
         try:
-            user_data = payload.render(wf, policy, tokens)
+            user_data = payload.render(wf, policy, tokens, memo=ctx.memo)
         except PayloadRefused as exc:
             return Fail("payload", f"first-boot payload refused: {exc}")
         if fields:

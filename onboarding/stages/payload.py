@@ -37,7 +37,8 @@ def payload_stage(ctx: Ctx) -> Result:
         for key, value in updates.items():
             setattr(wf, key, value)
     try:
-        payload.render(wf, policy, tokens)  # proves the payload renders for this attempt
+        # proves the payload renders for this attempt (the chained deploy stage sends it)
+        payload.render(wf, policy, tokens, memo=ctx.memo)
     except PayloadRefused as exc:
         return Fail("payload", f"first-boot payload refused: {exc}")
     updates |= {

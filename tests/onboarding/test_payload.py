@@ -153,3 +153,38 @@ def settings_base() -> str:
     from django.conf import settings
 
     return str(settings.BASE_DIR)
+
+
+def test_an_execution_renders_the_same_payload_once(settings, monkeypatch) -> None:
+    """The payload stage proves the payload renders and the chained deploy stage sends it:
+    with the execution's memo the second is the first's bytes; other values render afresh."""
+    from onboarding import cloudconfig
+
+    settings.NODE_API_URL = "https://cp.example.test"
+    site = make_site(ca_bundle_pem=CA_PEM, health="healthy", last_probe_at=timezone.now())
+    wf = make_onboarding(site, hostname="c07u32")
+    policy = resolve_policy({})
+    tokens, fields = payload.mint_tokens(wf.pk, wf.attempt)
+    for key, value in fields.items():
+        setattr(wf, key, value)
+    rendered: list[object] = []
+    real = cloudconfig.render
+
+    def counting(fb, **rules):
+        rendered.append(fb)
+        return real(fb, **rules)
+
+    monkeypatch.setattr(cloudconfig, "render", counting)
+    memo: dict[str, object] = {}
+    first = payload.render(wf, policy, tokens, memo=memo)
+    read = payload.read_tokens(wf)  # what the deploy stage reads
+    assert read is not None
+    again = payload.render(wf, policy, read, memo=memo)
+    assert again == first and len(rendered) == 1
+    assert payload.render(wf, policy, tokens) == first and len(rendered) == 2  # no memo
+    other, _ = payload.mint_tokens(wf.pk, wf.attempt)
+    fresh = payload.render(wf, policy, other, memo=memo)
+    assert len(rendered) == 3 and other.bootstrap in fresh.decode() and fresh != first
+    wf.hostname = "c07u33"
+    renamed = payload.render(wf, policy, other, memo=memo)
+    assert len(rendered) == 4 and b"c07u33" in renamed
