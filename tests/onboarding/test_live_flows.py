@@ -288,9 +288,9 @@ def test_a_spent_failure_budget_pauses_and_the_operator_cancels_the_batch(
     )
     paused = OnboardingBatch.objects.get(pk=batch.pk)
     assert "failure budget spent: 2 failed" in paused.paused_reason
-    rows = Onboarding.objects.filter(batch=batch)
-    held = set(rows.filter(state="pending").values_list("id", flat=True))
-    failed = set(rows.filter(state="failed").values_list("id", flat=True))
+    ours = Onboarding.objects.filter(batch=batch)
+    held = set(ours.filter(state="pending").values_list("id", flat=True))
+    failed = set(ours.filter(state="failed").values_list("id", flat=True))
     assert held and len(failed) == 2  # the rest held back by the pause
     answer = api.post(f"{URL}/batches/{batch.pk}/cancel", {"reason": "bad lot"}, format="json")
     assert answer.status_code == 202
@@ -299,6 +299,6 @@ def test_a_spent_failure_budget_pauses_and_the_operator_cancels_the_batch(
     # batch just before the pause committed may have started one more, which is cancelled live
     assert held <= cancelled and not cancelled & failed, (held, cancelled, failed)
     assert len(cancelled) <= len(held) + 1
-    assert not rows.filter(state="pending").exists()
+    assert not ours.filter(state="pending").exists()
     published = OutboxEvent.objects.filter(type="node.onboarding.batch_paused")
     assert [e.payload["batch_id"] for e in published] == [batch.pk]
