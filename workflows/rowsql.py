@@ -102,32 +102,11 @@ def execute(sql: str, params: Sequence[Any], alias: str = "default") -> int:
 _TAKE_SQL: dict[tuple[Any, ...], str] = {}
 
 
-def take_free_lease(
-    model: type[Model],
-    pk: int,
-    *,
-    dispatch: int,
-    states: Sequence[str],
-    owner: str,
-    now: Any,
-    expires: Any,
-    alias: str = "default",
-) -> bool:
-    """The claim of a free lease, one statement: ``filter(pk=pk, dispatch=dispatch,
-    state__in=states, lease_owner="")`` with no lease time or an expired one, ``update(
-    updated_at=now, lease_owner=owner, lease_expires_at=expires, stage_started_at=
-    Coalesce(F("stage_started_at"), Value(now)))``. Whether the row was taken."""
-    sql, params = take_free_lease_sql(
-        model,
-        pk,
-        dispatch=dispatch,
-        states=states,
-        owner=owner,
-        now=now,
-        expires=expires,
-        alias=alias,
-    )
-    return execute(sql, params, alias) == 1
+def take_free_lease(model: type[Model], pk: int, **claim: Any) -> bool:
+    """The claim of a free lease, one statement (``take_free_lease_sql``, whose keywords it
+    takes): whether the row was taken."""
+    sql, params = take_free_lease_sql(model, pk, **claim)
+    return execute(sql, params, claim.get("alias", "default")) == 1
 
 
 def take_free_lease_sql(
@@ -141,7 +120,10 @@ def take_free_lease_sql(
     expires: Any,
     alias: str = "default",
 ) -> tuple[str, list[Any]]:
-    """``take_free_lease``'s statement and parameters."""
+    """The claim of a free lease: ``filter(pk=pk, dispatch=dispatch, state__in=states,
+    lease_owner="")`` with no lease time or an expired one, ``update(updated_at=now,
+    lease_owner=owner, lease_expires_at=expires, stage_started_at=Coalesce(F(
+    "stage_started_at"), Value(now)))``, as its statement and parameters."""
     db = connections[alias]
     meta = model._meta
 

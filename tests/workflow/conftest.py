@@ -17,7 +17,7 @@ from tests.factories import make_site
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script, make_kind
 from workflows import dispatch
 from workflows.kinds import KINDS, WorkflowKind
-from workflows.scheduling import Start, start_workflow
+from workflows.scheduling import Start, admit, start_workflow
 
 
 @dataclass
@@ -100,3 +100,18 @@ def start(kind: WorkflowKind[FakeWorkflow], site: MaasSite, admin_user: Any, sen
         )
 
     return start
+
+
+@pytest.fixture
+def running(start: Any, site: MaasSite, django_capture_on_commit_callbacks: Any) -> Any:
+    """Start and admit a fake workflow; returns the row, running."""
+
+    def running(hostname: str = "h1", **fields: Any) -> FakeWorkflow:
+        wf = start(hostname, **fields)
+        with django_capture_on_commit_callbacks(execute=True):
+            admit(site.pk)
+        wf.refresh_from_db()
+        assert wf.state == "running"
+        return wf
+
+    return running

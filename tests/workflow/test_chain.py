@@ -10,13 +10,11 @@ import pytest
 from django.db.models import F
 from django.utils import timezone
 
-from maas_domain.models import MaasSite
 from tests.workflow.conftest import Sent
 from tests.workflow.fake import FakeEvent, FakeWorkflow, Script
 from workflows import step
 from workflows.kinds import StageContext
 from workflows.results import Done, Wait
-from workflows.scheduling import admit
 
 pytestmark = pytest.mark.django_db
 
@@ -24,18 +22,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def chained(settings: Any) -> None:
     settings.WORKFLOW_CHAIN_SECONDS = 60
-
-
-@pytest.fixture
-def running(start: Any, site: MaasSite, django_capture_on_commit_callbacks: Any) -> Any:
-    def running(hostname: str = "h1") -> FakeWorkflow:
-        wf = start(hostname)
-        with django_capture_on_commit_callbacks(execute=True):
-            admit(site.pk)
-        wf.refresh_from_db()
-        return wf
-
-    return running
 
 
 def go(wf: FakeWorkflow, capture: Any) -> str:

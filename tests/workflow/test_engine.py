@@ -40,21 +40,6 @@ def go(django_capture_on_commit_callbacks: Any, sent: Sent) -> Any:
     return go
 
 
-@pytest.fixture
-def running(start: Any, site: MaasSite, django_capture_on_commit_callbacks: Any) -> Any:
-    """A started and admitted fake workflow."""
-
-    def running(hostname: str = "h1", **fields: Any) -> FakeWorkflow:
-        wf = start(hostname, **fields)
-        with django_capture_on_commit_callbacks(execute=True):
-            admit(site.pk)
-        wf.refresh_from_db()
-        assert wf.state == "running"
-        return wf
-
-    return running
-
-
 def kinds_of(wf: FakeWorkflow) -> list[str]:
     return list(
         FakeEvent.objects.filter(fake=wf).order_by("at", "id").values_list("kind", flat=True)

@@ -21,24 +21,8 @@ from workflows import rowsql, step
 from workflows.kinds import KINDS, StageContext, write_with_timeline
 from workflows.models import RUNNABLE_STATES
 from workflows.results import LeaseLost, RowChanged
-from workflows.scheduling import admit
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def running(start: Any, site: MaasSite, django_capture_on_commit_callbacks: Any) -> Any:
-    """A started and admitted fake workflow."""
-
-    def running(hostname: str = "h1") -> FakeWorkflow:
-        wf = start(hostname)
-        with django_capture_on_commit_callbacks(execute=True):
-            admit(site.pk)
-        wf.refresh_from_db()
-        assert wf.state == "running"
-        return wf
-
-    return running
 
 
 def take(wf: FakeWorkflow, *, dispatch: int | None = None, owner: str = "me") -> bool:
