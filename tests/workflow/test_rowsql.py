@@ -85,14 +85,20 @@ def test_the_claim_keeps_the_time_its_stage_started(running: Any) -> None:
     assert now_started is not None and now_started >= before
 
 
-def test_the_compare_and_swap_writes_nothing_once_the_row_is_not_as_stored(
-    running: Any,
-) -> None:
+def claimed_context(running: Any) -> tuple[FakeWorkflow, StageContext]:
+    """A running fake workflow and the context of the execution that claimed it."""
     kind = KINDS["fake"]
     wf = running()
     claimed = step.claim(kind, wf.pk, wf.dispatch)
     assert claimed is not None
-    ctx = StageContext(kind, claimed[0], claimed[1])
+    return wf, StageContext(kind, claimed[0], claimed[1])
+
+
+def test_the_compare_and_swap_writes_nothing_once_the_row_is_not_as_stored(
+    running: Any,
+) -> None:
+    kind = KINDS["fake"]
+    wf, ctx = claimed_context(running)
     events = [kind.event(ctx.wf, "stage.note", "one"), kind.event(ctx.wf, "stage.note", "two")]
     rows = FakeWorkflow.objects.filter(pk=wf.pk)
     stored = rows.get()
@@ -131,11 +137,7 @@ def test_the_compare_and_swap_writes_nothing_once_the_row_is_not_as_stored(
 def test_a_stage_context_write_stops_when_another_execution_or_a_verb_took_the_row(
     running: Any,
 ) -> None:
-    kind = KINDS["fake"]
-    wf = running()
-    claimed = step.claim(kind, wf.pk, wf.dispatch)
-    assert claimed is not None
-    ctx = StageContext(kind, claimed[0], claimed[1])
+    wf, ctx = claimed_context(running)
     ctx.save_now(stage_tries=2)  # ours: written
     assert FakeWorkflow.objects.get(pk=wf.pk).stage_tries == 2
     FakeWorkflow.objects.filter(pk=wf.pk).update(updated_at=timezone.now())  # an enrollment
