@@ -3,8 +3,9 @@ timeline events in PostgreSQL, gunicorn (2 workers x 4 threads, concurrency 8). 
 the latency of one client alone (p50/p95: what a request costs), then p95 and requests per second
 with 8 clients at once (the server's concurrency; on 2 cores that is mostly queueing) with the
 mean and the CPU every process on the machine used per request (clients, gunicorn, PostgreSQL):
-with 8 clients always waiting, the mean latency cannot be below 8 x that / cores. Then the SQL
-queries the page runs (the same at page sizes 10 and 100).
+with 8 clients always waiting, the mean latency cannot be below 8 x that / cores (and, with the
+clients on another machine, 8 x the server side's CPU / cores: the clients' share is printed).
+Then the SQL queries the page runs (the same at page sizes 10 and 100).
 Usage: bench_reads.py [workflows] [events_per_workflow] [requests per page and load]
 """
 
@@ -207,11 +208,13 @@ def main() -> None:
             cookies = {} if is_api else {"sessionid": session}
             load(base, url, headers, cookies, CLIENTS)  # warm
             alone, _ = load(base, url, headers, cookies, 1)
-            cpu = machine_busy_seconds()
+            cpu, own = machine_busy_seconds(), time.process_time()
             busy, wall = load(base, url, headers, cookies, CLIENTS)
             # every process's CPU per request (the clients', gunicorn's, PostgreSQL's): with
-            # CLIENTS always waiting, the mean latency is at least CLIENTS x that / CORES
+            # CLIENTS always waiting, the mean latency is at least CLIENTS x that / CORES; the
+            # clients' share is this process's (its threads are the clients)
             per_request = (machine_busy_seconds() - cpu) / len(busy) * 1000
+            clients = (time.process_time() - own) / len(busy) * 1000
             counted = queries(django_client, url)
             sizes = ""
             if small and large:
@@ -221,7 +224,8 @@ def main() -> None:
                 f"  {label:<24} p50 {statistics.median(alone):5.1f} ms  p95 {p95(alone):5.1f} ms"
                 f" | p95 {p95(busy):6.1f} ms  {len(busy) / wall:4.0f} req/s"
                 f"  mean {statistics.mean(busy):5.1f} ms  CPU {per_request:4.1f} ms/req"
-                f" (mean >= {CLIENTS * per_request / CORES:5.1f})"
+                f" (clients {clients:3.1f}; mean >= {CLIENTS * per_request / CORES:5.1f},"
+                f" {CLIENTS * (per_request - clients) / CORES:5.1f} without the clients)"
                 f" | {counted:2d} queries{sizes}"
             )
     finally:
