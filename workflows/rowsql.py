@@ -48,10 +48,9 @@ def update(
     where: Mapping[str, Any],
     *,
     alias: str = "default",
-    returning: str = "",
 ) -> tuple[str, list[Any]]:
     """The SQL and parameters of ``model.objects.filter(**where).update(**values)`` (``where``:
-    equality on plain fields; None is ``IS NULL``), optionally ``RETURNING`` a column."""
+    equality on plain fields; None is ``IS NULL``)."""
     db = connections[alias]
     meta = model._meta
     set_fields = [_field(model, name) for name in values]
@@ -76,7 +75,7 @@ def update(
             raise NeedsOrm(f"{field}: only plain fields compared with values")
         if value is not None:
             params.append(field.get_db_prep_value(value, connection=db, prepared=False))
-    key = (db.vendor, meta.db_table, tuple(values), tuple(where), nulls, returning)
+    key = (db.vendor, meta.db_table, tuple(values), tuple(where), nulls)
     sql = _UPDATE_SQL.get(key)
     if sql is None:
         quote = db.ops.quote_name
@@ -86,8 +85,6 @@ def update(
             for f, null in zip(where_fields, nulls, strict=True)
         )
         sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {conditions}"  # noqa: S608
-        if returning:
-            sql += f" RETURNING {quote(meta.db_table)}.{quote(returning)}"
         _UPDATE_SQL[key] = sql
     return sql, params
 
