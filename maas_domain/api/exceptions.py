@@ -52,11 +52,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         # a view that needed a secret and met an outage the service did not translate
         exc = secrets_unavailable(exc, "the request was not completed")
     elif isinstance(exc, OperationalError | InterfaceError):
-        # the database is down, restarting or failing over: an outage, not a bug of ours. The
-        # connection is gone, so the transaction the request was in did not commit.
+        # the database is down, restarting, failing over or did not answer in time (a lost
+        # connection, a statement timeout, a locked SQLite file): an outage, not a bug of ours,
+        # and the transaction the request was in did not commit
         exc = ServiceUnavailable(
-            "The database is unavailable (its connection failed); the request did not complete. "
-            "Try again shortly: /health/ready says when it is back.",
+            "The database is unavailable or did not answer in time; the request did not "
+            "complete. Try again shortly: /health/ready says when it is back.",
             dependency="database",
         )
     if isinstance(exc, DomainError):
