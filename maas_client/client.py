@@ -484,11 +484,13 @@ class MaasClient(HardwareReads):
         commissioning_scripts: Sequence[str] = (),
         testing_scripts: Sequence[str] = (),
     ) -> types.Machine:
+        # CommissionForm's BooleanFields read every value but "false" and "" as true, so "0"
+        # would switch each flag on (docs/maas-api.md, "How MAAS reads each field").
         form = [
-            ("enable_ssh", "1" if enable_ssh else "0"),
-            ("skip_bmc_config", "1" if skip_bmc_config else "0"),
-            ("skip_networking", "1" if skip_networking else "0"),
-            ("skip_storage", "1" if skip_storage else "0"),
+            ("enable_ssh", _b(enable_ssh)),
+            ("skip_bmc_config", _b(skip_bmc_config)),
+            ("skip_networking", _b(skip_networking)),
+            ("skip_storage", _b(skip_storage)),
         ]
         if commissioning_scripts:
             form.append(("commissioning_scripts", ",".join(commissioning_scripts)))

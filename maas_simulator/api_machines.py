@@ -30,6 +30,7 @@ from maas_simulator.wire import (
     Response,
     bool_field,
     checkbox,
+    form_data,
     has_perm,
     invalid_choice,
     machine_or_404,
@@ -279,8 +280,10 @@ def machine_delete(sim: Simulator, req: Request) -> Response:
 def machine_commission(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
+    data = form_data(req)  # CommissionForm: BooleanFields, "0" is true
     params: dict[str, Any] = {
-        k: req.flag(k) for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
+        k: checkbox(data[k]) if k in data else False
+        for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
     }
     params["testing_scripts"] = ",".join(req.all("testing_scripts"))
     _check_commissioning_tests(sim, params["testing_scripts"])

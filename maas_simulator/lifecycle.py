@@ -188,7 +188,21 @@ def acquire(sim: Simulator, m: Machine, user: User, agent_name: str, comment: st
     m.agent_name = agent_name
 
 
+def deploy_refusal(m: Machine) -> None:
+    """``Node._start_deployment``'s checks, before anything is saved (from Ready the allocation
+    is rolled back with them): a managed network on some NIC, then a deployable storage layout."""
+    if not any(
+        k.mode != "link_up" and k.subnet_id is not None for i in m.interfaces for k in i.links
+    ):
+        raise invalid({"network": ["Node must be configured to use a network"]})
+    issues = m.storage.layout_issues()
+    if issues:
+        raise invalid({"storage": issues})
+
+
 def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> None:
+    if m.status in (S.READY, S.ALLOCATED):
+        deploy_refusal(m)
     if m.status == S.READY:
         if m.owner is not None and m.owner != user.username:
             raise conflict("Can't allocate a machine belonging to another user.")

@@ -249,6 +249,23 @@ class Storage:
         big = [d for d in self.physical if d.size >= MIN_BOOT_PARTITION_SIZE]
         return min(big, key=lambda d: d.id) if big else None
 
+    def layout_issues(self) -> list[str]:
+        """``Node.storage_layout_issues`` for an Ubuntu deployment (bcache, ZFS and ESXi rules
+        aside): no disk at all, no boot disk, or no filesystem mounted at ``/``."""
+        if not self.physical:
+            return [
+                "There are currently no storage devices.  Please add a storage device to be "
+                "able to deploy this node."
+            ]
+        issues = (
+            [] if self.boot_disk() else ["Specify a storage device to be able to deploy this node."]
+        )
+        if not any(
+            (fs := self.fs(h)) is not None and fs.mount_point == "/" for h in self.holders()
+        ):
+            issues.append("Mount the root '/' filesystem to be able to deploy this node.")
+        return issues
+
     def total_bytes(self) -> int:
         return sum(d.size for d in self.physical)
 

@@ -292,6 +292,16 @@ def test_release_drops_what_was_formatted_while_allocated(site: Sim, sapi: Api) 
         "xfs",
         "/scratch",
     )
+    # MAAS refuses to deploy without a root filesystem (Node.storage_layout_issues)
+    refused = sapi.post(f"machines/{sid}/", "deploy")
+    assert refused.status_code == 400, refused.text
+    assert refused.json() == {
+        "storage": ["Mount the root '/' filesystem to be able to deploy this node."]
+    }
+    assert sapi.status(sid) == "Allocated"
+    sapi.send(
+        "POST", f"nodes/{sid}/blockdevices/{boot}/partition/{root['id']}", "mount", mount_point="/"
+    )
     sapi.ok(sid, "deploy")
     site.advance(300)
     assert sapi.status(sid) == "Deployed"

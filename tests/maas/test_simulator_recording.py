@@ -31,8 +31,9 @@ def test_commission_deploy_and_release_parameters_are_recorded(sim: Sim, maas: M
         "machine.release",
     ]
     commission, deploy, release = (r["params"] for r in rows)
-    assert commission["enable_ssh"] == "1" and commission["skip_bmc_config"] == "1"
-    assert commission["skip_networking"] == "0"
+    # MAAS's CommissionForm reads "0" as true: the flags go as true/false
+    assert commission["enable_ssh"] == "true" and commission["skip_bmc_config"] == "true"
+    assert commission["skip_networking"] == "false"
     assert commission["commissioning_scripts"] == "a,b"
     assert (deploy["distro_series"], deploy["hwe_kernel"]) == ("noble", "ga-24.04")
     # user data is recorded by its digest and size (it carries tokens), as MAAS serves it

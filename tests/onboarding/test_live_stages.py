@@ -42,8 +42,9 @@ def test_commission_sends_the_policy_flags_and_scripts(bench: Bench) -> None:
     wf = bench.onboarding("m1", "10.5.0.1", maas_system_id=sid)
     run(wf, "commission")
     [sent] = bench.sim.sent("machine.commission", sid)
-    assert (sent["enable_ssh"], sent["skip_bmc_config"]) == ("1", "1")  # the prototype's flags
-    assert (sent["skip_networking"], sent["skip_storage"]) == ("0", "0")
+    # the prototype's flags, as MAAS's CommissionForm reads them ("0" would be true)
+    assert (sent["enable_ssh"], sent["skip_bmc_config"]) == ("true", "true")
+    assert (sent["skip_networking"], sent["skip_storage"]) == ("false", "false")
     assert "commissioning_scripts" not in sent
     bench.policy(
         commission_enable_ssh=False,
@@ -54,7 +55,11 @@ def test_commission_sends_the_policy_flags_and_scripts(bench: Bench) -> None:
     sid2 = bench.sim.add(hostname="m2", status="new")
     run(bench.onboarding("m2", "10.5.0.2", maas_system_id=sid2), "commission")
     [sent] = bench.sim.sent("machine.commission", sid2)
-    assert (sent["enable_ssh"], sent["skip_bmc_config"], sent["skip_storage"]) == ("0", "0", "1")
+    assert (sent["enable_ssh"], sent["skip_bmc_config"], sent["skip_storage"]) == (
+        "false",
+        "false",
+        "true",
+    )
     assert sent["commissioning_scripts"] == "50-infra-firmware,60-infra-nvme"
 
 
@@ -458,7 +463,7 @@ def test_an_unknown_host_is_created_power_cycled_through_maas_and_waited_for(
     assert sid and wf.created_machine
     # MAAS powers a machine nobody owns only by commissioning it: that is the power cycle
     assert bench.sim.mutations() == ["machines.create", "machine.commission"]
-    assert bench.sim.sent("machine.commission", sid)[0]["skip_bmc_config"] == "1"
+    assert bench.sim.sent("machine.commission", sid)[0]["skip_bmc_config"] == "true"
     bench.sim.advance(600)  # it PXE booted; commissioning found its NICs
     result, _ = run(wf, "discover", record=True)
     assert name(result) == "Done", result
