@@ -71,7 +71,6 @@ class DecommissionAdmin(WorkflowAdmin):
         "fallback_used",
         "machine_deleted",
         "prior_node_state",
-        "reimage_onboarding",
         "force_release",
         "requested_by",
         "request_reason",

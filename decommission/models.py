@@ -7,7 +7,6 @@ from django.db.models import Q
 
 from maas_domain.models import Node, SiteProfile
 from maas_domain.work import OPEN_STATES
-from onboarding.models import Onboarding
 from workflows.models import Workflow, WorkflowEvent
 
 
@@ -51,10 +50,6 @@ class Decommission(Workflow):
     erase_evidence = models.JSONField(default=dict, blank=True)
     fallback_used = models.BooleanField(default=False)
     machine_deleted = models.BooleanField(default=False)
-    reimage_onboarding = models.ForeignKey(
-        Onboarding, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    reimage_attempt = models.PositiveIntegerField(null=True, blank=True)
     requested_by = models.CharField(max_length=150, blank=True, default="")
     request_reason = models.CharField(max_length=500, blank=True, default="")
 

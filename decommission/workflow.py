@@ -73,10 +73,6 @@ def _on_cancelled(wf: Decommission) -> None:
         node.save()
 
 
-def _family(wf: Decommission) -> set[tuple[str, int]]:
-    return {("onboarding", wf.reimage_onboarding_id)} if wf.reimage_onboarding_id else set()
-
-
 KIND: WorkflowKind[Decommission] = WorkflowKind(
     name="decommission",
     model=Decommission,
@@ -89,6 +85,5 @@ KIND: WorkflowKind[Decommission] = WorkflowKind(
     reset=RESET,
     cancel=CANCEL,
     adopt=adopt_stage,
-    family=_family,
     select_related=("site", "profile__site", "node"),
 )

@@ -16,6 +16,7 @@ from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily
 
 from maas_domain import events
+from maas_domain.observability import loki
 from maas_domain.observability.metrics import WORKFLOWS
 
 
@@ -79,6 +80,7 @@ def register(kind: Kind) -> None:
     it from here on."""
     KINDS[kind.name] = kind
     events.register_kind(kind.name)
+    loki.register_kind(kind.name)
 
 
 def open_workflows(*, limit: int | None = 50, **filters: Any) -> list[dict[str, Any]]:

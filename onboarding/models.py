@@ -117,10 +117,10 @@ class Onboarding(Workflow):
     # what MAAS showed and whether it held; {} until the stage ran.
     hardware_report = models.JSONField(default=dict, blank=True)
     acceptance_report = models.JSONField(default=dict, blank=True)
-    # Set when another workflow runs this onboarding on its behalf (a reimage decommission
-    # redeploys through the onboarding stages): it is woken when this one finishes.
-    parent_kind = models.CharField(max_length=32, blank=True, default="")
-    parent_id = models.PositiveBigIntegerField(null=True, blank=True)
+    # MAAS kept the storage layout and PXE link an earlier onboarding of this node set (a
+    # reimage's redeploy starts past commissioning): storage_pxe and reachability do not run.
+    # A commissioning this run sends clears it.
+    layout_kept = models.BooleanField(default=False)
 
     class Meta:
         db_table = "node_onboardings"

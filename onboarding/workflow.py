@@ -9,8 +9,7 @@ from maas_domain.services import evidence as evidence_services
 from onboarding import budget
 from onboarding.models import Onboarding, OnboardingEvent
 from onboarding.stages import CANCEL, RESET, STAGES, adopt_stage
-from workflows.kinds import KINDS, WorkflowKind
-from workflows.scheduling import wake
+from workflows.kinds import WorkflowKind
 
 
 def _policy(wf: Onboarding) -> Policy:
@@ -24,7 +23,6 @@ def _on_success(wf: Onboarding) -> None:
     if node.state != NodeState.ACTIVE:
         node.activate()
     node.save()
-    _wake_parent(wf)
     budget.after_success(wf)
 
 
@@ -39,7 +37,6 @@ QUARANTINING = {
 def _on_failure(wf: Onboarding) -> None:
     if wf.failure_class in QUARANTINING and wf.node_id:
         _quarantine(wf)
-    _wake_parent(wf)
     budget.after_failure(wf)
 
 
@@ -113,16 +110,6 @@ def _take_back_from_quarantine(wf: Onboarding) -> None:
         node.save()
 
 
-def _wake_parent(wf: Onboarding) -> None:
-    """A workflow that runs this onboarding on its behalf (reimage) continues when it ends."""
-    if wf.parent_kind and wf.parent_id:
-        wake(KINDS[wf.parent_kind], wf.parent_id, f"onboarding {wf.pk} {wf.state}")
-
-
-def _family(wf: Onboarding) -> set[tuple[str, int]]:
-    return {(wf.parent_kind, wf.parent_id)} if wf.parent_kind and wf.parent_id else set()
-
-
 KIND: WorkflowKind[Onboarding] = WorkflowKind(
     name="onboarding",
     model=Onboarding,
@@ -131,13 +118,11 @@ KIND: WorkflowKind[Onboarding] = WorkflowKind(
     policy=_policy,
     on_success=_on_success,
     on_failure=_on_failure,
-    on_cancelled=_wake_parent,
     on_hold=budget.after_failure,
     on_reopen=_on_reopen,
     reset=RESET,
     cancel=CANCEL,
     adopt=adopt_stage,
-    family=_family,
     admission_filter=budget.held_back,
     select_related=("site", "profile__site", "sku", "node"),
 )

@@ -35,7 +35,7 @@ from maas_domain.access import Action, ActionAdmin, allowed
 from maas_domain.errors import Conflict, DomainError
 from maas_domain.humanize import event_category, humanize_age, state_badge
 from maas_domain.work import OPEN_STATES, WorkflowState
-from workflows import verbs
+from workflows import family, verbs
 from workflows.kinds import KINDS, WorkflowKind
 from workflows.models import COMMON_FIELDS, Workflow
 
@@ -416,6 +416,15 @@ class WorkflowAdmin(ActionAdmin[Any]):
             rows.append((str(label), value if value not in ("", None) else "-"))
         return rows
 
+    def _family_rows(self, wf: Workflow) -> list[tuple[str, Any]]:
+        """The workflow this one runs for, and those it started (workflows/family.py), linked."""
+        rows: list[tuple[str, Any]] = []
+        if wf.parent_kind and wf.parent_id:
+            rows.append(("run for", _workflow_link(wf.parent_kind, wf.parent_id)))
+        for child in family.children(wf):
+            rows.append(("started", _workflow_link(family.kind_of(child).name, child.pk)))
+        return rows
+
     def change_view(
         self,
         request: HttpRequest,
@@ -440,7 +449,7 @@ class WorkflowAdmin(ActionAdmin[Any]):
             "wf": wf,
             "kind": self.kind,
             "badge": state_badge(wf.state, "queued" if wf.state == W.PENDING else ""),
-            "summary": self._field_rows(wf, self.summary_fields),
+            "summary": self._field_rows(wf, self.summary_fields) + self._family_rows(wf),
             "versions": self._field_rows(wf, self.version_fields),
             "timeline": [(e, event_category(e.kind)) for e in events],
             "timeline_truncated": len(events) >= TIMELINE_LIMIT,
@@ -598,3 +607,9 @@ class WorkflowAdmin(ActionAdmin[Any]):
                 placed = True
         if not placed:
             form.add_error(None, exc.message)
+
+
+def _workflow_link(kind_name: str, pk: int) -> SafeString:
+    model = KINDS[kind_name].model._meta
+    url = reverse(f"admin:{model.app_label}_{model.model_name}_change", args=[pk])
+    return format_html('<a href="{}">{} {}</a>', url, kind_name, pk)

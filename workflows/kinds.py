@@ -47,6 +47,9 @@ class Call:
 
     method: str
     when: str = ""
+    # sent by a child workflow this stage runs (a reimage's redeploy onboarding), not by the
+    # stage itself: shown in its plan, checked against the child's stages
+    by_child: bool = False
 
     def __post_init__(self) -> None:
         if not callable(getattr(MaasClient, self.method, None)) or self.method.startswith("_"):
@@ -78,16 +81,62 @@ class Stage(Generic[M]):
     machine_may_vanish: bool = False
     applies: Callable[[M], bool] | None = None
 
+    retry: RetryPolicy | None = None
+
     def applies_to(self, wf: M) -> bool:
         return self.applies is None or self.applies(wf)
+
+    def __call__(self, ctx: StageContext[M]) -> Result:
+        """A stage is still its function: a stage (or a test) may call another one."""
+        return self.run(ctx)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a stage retries a transient failure (MAAS or the secrets backend unavailable), where
+    it differs from the engine's: at most ``max_retries`` retries before it fails (None: the
+    deployment's ``MAASCP_WORKFLOW_MAX_STAGE_TRIES``), waiting a jittered backoff that doubles
+    from 2 s up to ``max_backoff`` seconds between them (a ``Retry-After`` from MAAS wins)."""
+
+    max_retries: int | None = None
+    max_backoff: float = 60.0
+
+
+class stage:
+    """Declare a stage where its function is: ``@stage(timeout=…, calls=(…))`` above the
+    function makes it a ``Stage`` named after it (or ``name``); the kind's package lists its
+    stages in order (docs/architecture.md, "Adding a workflow kind")."""
+
+    def __init__(
+        self,
+        name: str = "",
+        *,
+        timeout: int | None,
+        calls: Iterable[Call] = (),
+        expects: Iterable[NodeStatus] | None = None,
+        machine_may_vanish: bool = False,
+        applies: Callable[[Any], bool] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.name, self.timeout, self.calls = name, timeout, tuple(calls)
+        self.expects = None if expects is None else frozenset(expects)
+        self.machine_may_vanish, self.applies, self.retry = machine_may_vanish, applies, retry
+
+    def __call__(self, run: Callable[[StageContext[M]], Result]) -> Stage[M]:
+        return Stage(
+            self.name or run.__name__,
+            run,
+            self.timeout,
+            self.calls,
+            self.expects,
+            self.machine_may_vanish,
+            self.applies,
+            self.retry,
+        )
 
 
 def _nothing(wf: object) -> None:
     return None
-
-
-def _no_family(wf: object) -> set[tuple[str, int]]:
-    return set()
 
 
 @dataclass
@@ -100,8 +149,8 @@ class WorkflowKind(Generic[M]):
     pending (the row's attempt is already the new one), to drop facts of an earlier run. ``reset``
     runs before the first stage on restart-clean; ``cancel`` runs instead of the current stage
     while cancelling; ``adopt`` reads MAAS and names the stage that matches what it shows (the
-    adopt verb); ``family`` names workflows that belong to this one (parent, children): not a
-    conflict on the same node. ``admission_filter`` returns a Q matching the pending rows that
+    adopt verb). A workflow run on behalf of another links to it (workflows/family.py).
+    ``admission_filter`` returns a Q matching the pending rows that
     must keep waiting although a slot is free (an onboarding batch paused or waiting for its
     canary); admission excludes them.
     """
@@ -119,7 +168,6 @@ class WorkflowKind(Generic[M]):
     reset: Stage[M] | None = None
     cancel: Stage[M] | None = None
     adopt: Callable[[M], tuple[str, dict[str, Any]]] | None = None
-    family: Callable[[M], set[tuple[str, int]]] = _no_family
     admission_filter: Callable[[], Q] | None = None
     select_related: tuple[str, ...] = ()
     stage_index: dict[str, int] = field(default_factory=dict, init=False)

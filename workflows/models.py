@@ -84,6 +84,11 @@ class Workflow(Lifecycle):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Set when another workflow runs this one on its behalf (a reimage's redeploy): the one
+    # link between the two, with the parent's attempt that started it (workflows/family.py).
+    parent_kind = models.CharField(max_length=32, blank=True, default="")
+    parent_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
+    parent_attempt = models.PositiveIntegerField(null=True, blank=True)
 
     # The node a kind provisions or retires (a concrete kind declares the foreign key).
     node_id: int | None

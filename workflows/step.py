@@ -31,9 +31,9 @@ from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
 from maas_domain.secrets.sites import CredentialNotConfirmed
 from maas_domain.work import WorkflowState
-from workflows import rowsql
+from workflows import family, rowsql
 from workflows.dispatch import ADVANCE, admit_after_commit, enqueue
-from workflows.kinds import KINDS, M, StageContext, WorkflowKind, lease_seconds
+from workflows.kinds import KINDS, M, Stage, StageContext, WorkflowKind, lease_seconds
 from workflows.models import RUNNABLE_STATES, Workflow
 from workflows.results import (
     Done,
@@ -231,7 +231,7 @@ def execute(ctx: StageContext[M]) -> Result | None:
         log.info("%s %s changed while %s ran: running it again", kind.name, wf.pk, wf.stage)
         return cast(Result, RERUN)
     except MaasTransient as exc:
-        return Retry("maas_transient", exc.message, after=_backoff(wf.stage_tries, exc.retry_after))
+        return Retry("maas_transient", exc.message, after=_backoff(stage, wf, exc.retry_after))
     except MaasError as exc:
         return Fail(f"maas_{exc.kind}", f"MAAS refused {exc.operation}: {exc.message}")
     except CredentialNotConfirmed as exc:
@@ -239,14 +239,27 @@ def execute(ctx: StageContext[M]) -> Result | None:
         # (docs/security.md, T2), so waiting out the retries would only delay the failure
         return Fail("credentials_unconfirmed", str(exc))
     except SecretsError as exc:
-        return Retry("secrets_unavailable", str(exc), after=_backoff(wf.stage_tries, None))
+        return Retry("secrets_unavailable", str(exc), after=_backoff(stage, wf, None))
 
 
-def _backoff(tries: int, retry_after: float | None) -> float:
+def _backoff(stage: Stage[Any], wf: Workflow, retry_after: float | None) -> float:
+    """The wait before the stage runs again: MAAS's Retry-After, else a jittered doubling
+    capped by the stage's retry policy (``RetryPolicy``)."""
     if retry_after is not None:
         return min(retry_after, float(settings.MAX_TASK_COUNTDOWN))
-    ceiling = min(60.0, 2.0 * (2**tries))
+    most = stage.retry.max_backoff if stage.retry else 60.0
+    ceiling = min(most, 2.0 * (2**wf.stage_tries))
     return random.uniform(ceiling / 2, ceiling)  # noqa: S311 (jitter)
+
+
+def max_retries(kind: WorkflowKind[Any], stage_name: str) -> int:
+    """How many retries of a stage are allowed before it fails (its retry policy, else the
+    deployment's ``MAASCP_WORKFLOW_MAX_STAGE_TRIES``)."""
+    found = kind.find(stage_name)
+    policy = found.retry if found is not None else None
+    if policy is not None and policy.max_retries is not None:
+        return policy.max_retries
+    return int(settings.WORKFLOW_MAX_STAGE_TRIES)
 
 
 # -- recording a result ----------------------------------------------------------------------------
@@ -300,6 +313,7 @@ def record(ctx: StageContext[M], result: Result, *, chain: bool = False) -> Reco
                 # the workflow ended (or a stage froze it): its kind's hook, in this
                 # transaction, then a slot on its site is free for the next one
                 hook(wf)
+                family.wake_parent(wf)
                 admit_after_commit(wf.site_id)
     except RowChanged:
         return Recorded.RERUN
@@ -321,7 +335,7 @@ def _apply(
     timeline = [kind.event(wf, k, text, stage=stage, **data) for k, text, data in ctx.events]
     fields = set(ENGINE_FIELDS) | set(getattr(result, "updates", {}))
     wf.lease_owner, wf.lease_expires_at, wf.updated_at = "", None, now
-    if isinstance(result, Retry) and wf.stage_tries + 1 > settings.WORKFLOW_MAX_STAGE_TRIES:
+    if isinstance(result, Retry) and wf.stage_tries + 1 > max_retries(kind, stage):
         result = Fail(
             result.classification, f"gave up after {wf.stage_tries + 1} tries: {result.message}"
         )

@@ -28,6 +28,7 @@ from maas_domain.access import Action, allowed
 from maas_domain.errors import Conflict, Forbidden, InvalidInput
 from maas_domain.models import Allocation, AllocationState, Node
 from maas_domain.work import WorkflowState, open_on_node
+from workflows import family
 from workflows.dispatch import admit_after_commit, enqueue
 from workflows.kinds import M, WorkflowKind
 from workflows.models import Move, Workflow
@@ -208,7 +209,7 @@ def _refuse_if_node_busy(kind: WorkflowKind[M], wf: M) -> None:
     if not wf.node_id:
         return
     Node.objects.select_for_update().filter(pk=wf.node_id).first()
-    others = open_on_node(wf.node_id, exclude={(kind.name, wf.pk), *kind.family(wf)})
+    others = open_on_node(wf.node_id, exclude={(kind.name, wf.pk), *family.family(wf)})
     if others:
         raise Conflict(
             f"node {wf.hostname} has another open workflow; this one cannot be reopened.",
@@ -351,6 +352,7 @@ def apply(
         wf.refresh_from_db()
         if hook is not None:
             hook(wf)
+            family.wake_parent(wf)
         message = f"{verb} by {name}" + (f": {reason}" if reason else "")
         timeline = [kind.event(wf, f"operator.{verb}", message, actor=name, **observed)]
         if verb == "mark-manual-intervention":

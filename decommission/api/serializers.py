@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiExample
+from drf_spectacular.utils import OpenApiExample, extend_schema_field
 from rest_framework import serializers
 
 from decommission.models import Decommission, Mode
 from maas_domain.api.reports import EraseEvidenceSerializer
 from maas_domain.api.serializers import StrictMixin
 from workflows import api as workflows
+from workflows import family
 from workflows.models import COMMON_FIELDS
 
 
@@ -34,6 +35,14 @@ class DecommissionSerializer(workflows.WorkflowSerializer):
         read_only=True,
         help_text="Each disk MAAS listed before the release and what the erase shows of it.",
     )
+    reimage_onboarding_id = serializers.SerializerMethodField()
+
+    @extend_schema_field({"type": "integer", "nullable": True})
+    def get_reimage_onboarding_id(self, wf: Decommission) -> int | None:
+        if hasattr(wf, "latest_child_id"):  # annotated by the list (``with_latest_child``)
+            return wf.latest_child_id  # type: ignore[no-any-return]
+        child = family.latest_child(wf)
+        return child.pk if child is not None else None
 
     class Meta:
         model = Decommission

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
@@ -27,7 +28,9 @@ from decommission.workflow import KIND
 from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
 from maas_domain.api.schema import IDEMPOTENCY_KEY, path_id
+from onboarding.workflow import KIND as ONBOARDING
 from workflows import api as workflows
+from workflows import family
 
 
 class DecommissionFilter(workflows.WorkflowFilter):
@@ -59,6 +62,10 @@ class DecommissionViewSet(
     serializer_class = DecommissionSerializer
     filterset_class = DecommissionFilter
     queryset = Decommission.objects.order_by("-id")
+
+    def get_queryset(self) -> QuerySet[Decommission]:
+        return family.with_latest_child(super().get_queryset(), ONBOARDING)
+
     dry_run_plans = frozenset({"verb"})  # a verb's plan; starts are rehearsed
 
     @workflows.detail_schema("decommission", Detail)

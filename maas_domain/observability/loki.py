@@ -38,11 +38,24 @@ QUEUE_SIZE = 10_000
 TIMEOUT = (2.0, 5.0)
 # stream labels, time in ns, the JSON line, structured metadata (ids; may be empty)
 Entry = tuple[dict[str, str], str, str, dict[str, str]]
-_KIND_FIELDS = (("onboarding_id", "onboarding"), ("decommission_id", "decommission"))
+# The field that names a workflow of each kind (``<kind>_id``), by kind: filled as the kinds
+# register (maas_domain/work.py), so a new kind's lines carry its label and id without a change
+# here.
+_KIND_FIELDS: dict[str, str] = {}
 # What the operators correlate by (docs/observability.md): one value per request, workflow or
-# machine, so structured metadata, never a label. ``site`` is the site's name.
-METADATA_FIELDS = ("correlation_id", "site", "site_id", "onboarding_id", "decommission_id",
-                   "node_id", "maas_system_id", "hostname")  # fmt: skip
+# machine, so structured metadata, never a label. ``site`` is the site's name; each kind's id
+# field follows ``site_id``.
+_METADATA_BEFORE = ("correlation_id", "site", "site_id")
+_METADATA_AFTER = ("node_id", "maas_system_id", "hostname")
+METADATA_FIELDS: tuple[str, ...] = _METADATA_BEFORE + _METADATA_AFTER
+
+
+def register_kind(name: str) -> None:
+    """A workflow kind's ``<name>_id`` becomes structured metadata and, when a line has it,
+    the line's ``workflow_kind`` label."""
+    global METADATA_FIELDS
+    _KIND_FIELDS[f"{name}_id"] = name
+    METADATA_FIELDS = _METADATA_BEFORE + tuple(_KIND_FIELDS) + _METADATA_AFTER
 
 
 def structured_metadata(fields: Mapping[str, Any]) -> dict[str, str]:
@@ -95,7 +108,7 @@ def stream_labels(record: logging.LogRecord, static: Mapping[str, str]) -> dict[
     site_id = getattr(record, "site_id", None) or fields.get("site_id")
     if site_id is not None:
         labels["site_id"] = str(site_id)
-    for field, kind in _KIND_FIELDS:
+    for field, kind in _KIND_FIELDS.items():
         if fields.get(field) is not None or getattr(record, field, None) is not None:
             labels["workflow_kind"] = kind
     return labels

@@ -17,7 +17,9 @@ from django.utils import timezone
 from maas_client.hardware import RunResult, ScriptRun
 from maas_domain import redaction
 from onboarding.models import Onboarding
-from onboarding.stages.common import POLL, Ctx, S, read_machine, recent_maas_events
+from onboarding.stages.common import GET, POLL, Ctx, S, read_machine, recent_maas_events
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result, Wait
 
 PASSING = frozenset({"Passed", "Skipped", "Degraded"})  # MAAS's runner decides by exit status
@@ -28,6 +30,21 @@ EXCERPT_LINES = 20
 EXCERPT_CHARS = 1000
 
 
+def acceptance_applies(wf: Onboarding) -> bool:
+    return bool(wf.profile.effective_policy().acceptance_scripts)
+
+
+@stage(
+    timeout=14400,  # a GPU burn-in and an NCCL run take hours
+    calls=(
+        GET,
+        C("test", "policy's acceptance_scripts with acceptance_parameters"),
+        C("testing_run", "the results per script and device, with output"),
+        C("events", "on a failure, for the evidence"),
+    ),
+    expects=(S.READY, S.TESTING, S.FAILED_TESTING),
+    applies=acceptance_applies,
+)
 def acceptance(ctx: Ctx) -> Result:
     scripts = list(ctx.policy.acceptance_scripts)
     machine = read_machine(ctx)
@@ -112,7 +129,3 @@ def _one_line(r: RunResult) -> str:
     status = f" (exit {r.exit_status})" if r.exit_status is not None else ""
     last = excerpt(r.output).splitlines()[-1:] or ["(no output)"]
     return f"{r.name}{where} {r.status_name.lower()}{status}: {last[0][:160]}"
-
-
-def acceptance_applies(wf: Onboarding) -> bool:
-    return bool(wf.profile.effective_policy().acceptance_scripts)

@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
-from onboarding.stages.common import POLL, Ctx, S, learned, read_machine, send_commission
+from onboarding.stages.common import (
+    COMMISSIONING,
+    GET,
+    PAST_COMMISSIONING,
+    POLL,
+    Ctx,
+    S,
+    learned,
+    read_machine,
+    send_commission,
+)
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result, Wait
 
 # -- 3. commission --------------------------------------------------------------------------------
 
 
+@stage(
+    timeout=3600,
+    calls=(
+        GET,
+        C("commission", "unless Ready"),
+        C("script_results", "on a failure, the scripts that failed"),
+    ),
+    expects=COMMISSIONING,
+)
 def commission(ctx: Ctx) -> Result:
     machine = read_machine(ctx)
     ctx.observe(machine)
@@ -33,15 +54,20 @@ def commission(ctx: Ctx) -> Result:
         return Done(f"MAAS shows {machine.status_name}: commissioned before; not recommissioned")
     if status in (S.NEW, S.BROKEN, S.FAILED_COMMISSIONING, S.FAILED_TESTING):
         send_commission(ctx, machine)
-        return Wait("commissioning", machine.system_id, int(S.COMMISSIONING), POLL)
+        # commissioning resets MAAS's storage and network configuration: the layout and PXE
+        # link are set again (storage_pxe)
+        return Wait(
+            "commissioning",
+            machine.system_id,
+            int(S.COMMISSIONING),
+            POLL,
+            updates={"layout_kept": False},
+        )
     return Fail(
         "unexpected_state",
         f"machine is {machine.status_name} in MAAS; onboarding needs New or Ready "
         "(release it in MAAS, or adopt the workflow)",
     )
-
-
-PAST_COMMISSIONING = (S.ALLOCATED, S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT)
 
 
 def _failed_scripts(ctx: Ctx, system_id: str) -> str:

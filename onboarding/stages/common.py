@@ -8,13 +8,26 @@ from maas_client.errors import MaasError
 from maas_client.status import NodeStatus
 from maas_client.types import Machine
 from onboarding.models import Onboarding
-from workflows.kinds import StageContext
+from workflows.kinds import Call, StageContext
 from workflows.results import StageFailed
 
 S = NodeStatus
 Ctx = StageContext[Onboarding]
 POLL = 600.0  # check-in fallback when nothing wakes a wait earlier (seconds)
 MAAS_EVENTS_KEPT = 20  # MAAS's latest events for the machine, kept with a failed report
+GET = Call("get_machine")
+# Past commissioning: a rerun or adopt of a machine already allocated or deployed passes
+# commission and storage_pxe as it is.
+PAST_COMMISSIONING = (S.ALLOCATED, S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT)
+# What MAAS may show while a workflow is in a stage (a stage's ``expects``: reconciliation
+# reports anything else as drift). Each set also allows the previous stage's statuses: MAAS is
+# read a moment before our rows.
+COMMISSIONING = frozenset(
+    {S.NEW, S.COMMISSIONING, S.TESTING, S.READY, S.FAILED_COMMISSIONING, *PAST_COMMISSIONING}
+)
+DEPLOYING = frozenset(
+    {S.READY, S.ALLOCATED, S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT, S.RELEASING}
+)
 
 
 def read_machine(ctx: Ctx) -> Machine:

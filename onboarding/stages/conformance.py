@@ -15,10 +15,21 @@ from typing import Any
 from django.utils import timezone
 
 from maas_domain import hardware
-from onboarding.stages.common import Ctx, recent_maas_events
+from onboarding.stages.common import COMMISSIONING, Ctx, S, recent_maas_events
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result, StageFailed
 
 
+@stage(
+    timeout=600,
+    calls=(
+        C("machine_hardware", "CPUs, memory, NICs, disks, firmware strings"),
+        C("node_devices", "only if the SKU states GPUs"),
+        C("events", "on a failure, for the evidence"),
+    ),
+    expects=COMMISSIONING | {S.READY},
+)
 def conformance(ctx: Ctx) -> Result:
     wf, sku = ctx.wf, ctx.wf.sku
     profile = sku.hardware or {}

@@ -10,8 +10,10 @@ from typing import Any
 from maas_client.types import Event, Machine
 from onboarding import payload
 from onboarding.cloudconfig import PayloadRefused
-from onboarding.stages.common import POLL, Ctx, S, read_machine
+from onboarding.stages.common import DEPLOYING, GET, POLL, Ctx, S, read_machine
 from onboarding.stages.payload import tokens_gone
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result, Wait
 
 # -- 6. deploy ------------------------------------------------------------------------------------
@@ -136,6 +138,17 @@ NEW_FIRST_BOOT: dict[str, Any] = {
 }
 
 
+@stage(
+    timeout=3600,
+    calls=(
+        GET,
+        C("deploy", "unless Deployed"),
+        C("events", "this deployment's, to classify a failure"),
+        C("abort", "a datasource failure while still Deploying"),
+        C("release", "before a redeploy (datasource failure, within deploy_retry_limit)"),
+    ),
+    expects=DEPLOYING,
+)
 def deploy(ctx: Ctx) -> Result:
     wf, policy, maas = ctx.wf, ctx.policy, ctx.maas
     machine = read_machine(ctx)

@@ -11,7 +11,9 @@ from maas_client.types import Machine
 from maas_domain.secrets.sites import ipmi_credentials
 from maas_domain.services.guardrails import machine_holder
 from onboarding.models import Onboarding
-from onboarding.stages.common import Ctx, S, learned, send_commission
+from onboarding.stages.common import GET, Ctx, S, learned, send_commission
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Result, StageFailed, Wait
 
 # -- 2. discover ----------------------------------------------------------------------------------
@@ -20,6 +22,19 @@ from workflows.results import Done, Result, StageFailed, Wait
 DISCOVERY_WATCH = 60.0  # check-in while waiting for a power-cycled machine to be discovered
 
 
+@stage(
+    timeout=1800,
+    calls=(
+        C("list_machines", "by hostname, BMC address, PXE MAC; New machines"),
+        C("power_addresses"),
+        GET,
+        C("create_machine", "only if no machine matches"),
+        C("update_machine", "power parameters of a matched machine"),
+        C("abort", "a duplicate that enlisted itself, before deleting it"),
+        C("delete_machine", "that duplicate"),
+        C("commission", "a New machine, to power-cycle it into commissioning"),
+    ),
+)
 def discover(ctx: Ctx) -> Result:
     """The prototype's order (docs/onboarding.md, "Discovery"): hostname, IPMI power address,
     a PXE MAC MAAS reported before; then auto-claim the sole New machine (policy); else create

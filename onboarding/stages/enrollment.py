@@ -9,13 +9,16 @@ from typing import Any
 from django.utils import timezone
 
 from maas_domain.models import NodeState
-from onboarding.stages.common import POLL, Ctx, S, read_machine
+from onboarding.stages.common import DEPLOYING, GET, POLL, Ctx, S, read_machine
 from onboarding.stages.conformance import conformance
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result, Wait
 
 # -- 7. hardware sync -----------------------------------------------------------------------------
 
 
+@stage(timeout=1800, calls=(C("get_machine", "if required"),), expects=DEPLOYING)
 def hardware_sync(ctx: Ctx) -> Result:
     if not ctx.policy.hardware_sync_required:
         return Done("hardware sync not required by policy")
@@ -33,6 +36,7 @@ def hardware_sync(ctx: Ctx) -> Result:
 NODE_FAILURES = {"site_bundle": "the site bootstrap bundle", "agent_start": "the node agent"}
 
 
+@stage(timeout=1800, expects=(S.DEPLOYED, S.DEPLOYING))
 def enrollment(ctx: Ctx) -> Result:
     """Wait for the node: its reports (site bundle ran, agent started) and its enrollment. A
     failure the node reported ends the wait at once, with the part that failed as the class."""
@@ -52,6 +56,16 @@ def enrollment(ctx: Ctx) -> Result:
 # -- 9. completion gates --------------------------------------------------------------------------
 
 
+@stage(
+    timeout=300,
+    calls=(
+        GET,
+        C("machine_hardware", "only if the machine was never judged (adopted past it)"),
+        C("node_devices", "the same, if the SKU states GPUs"),
+        C("events", "the same, on a failure"),
+    ),
+    expects=(S.DEPLOYED,),
+)
 def complete(ctx: Ctx) -> Result:
     """Every gate of docs/onboarding.md ("Completion gates"), each a separate fact of this run.
     A workflow that never judged its machine (adopted past the conformance stage, or started

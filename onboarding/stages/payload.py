@@ -9,7 +9,8 @@ from django.conf import settings
 from maas_domain import urlsafety
 from onboarding import payload
 from onboarding.cloudconfig import PayloadRefused
-from onboarding.stages.common import Ctx
+from onboarding.stages.common import Ctx, S
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result
 
 # -- 5. first-boot payload ------------------------------------------------------------------------
@@ -27,6 +28,7 @@ def tokens_gone(ctx: Ctx) -> None:
         )
 
 
+@stage("payload", timeout=300, expects=(S.READY, S.ALLOCATED, S.DEPLOYED))
 def payload_stage(ctx: Ctx) -> Result:
     wf, policy = ctx.wf, ctx.policy
     updates: dict[str, Any] = {}

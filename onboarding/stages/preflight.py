@@ -9,11 +9,13 @@ from maas_domain.services.guardrails import target_problems
 from onboarding import payload
 from onboarding.fetchcheck import fetch_problem
 from onboarding.stages.common import Ctx
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result
 
 # -- 1. preflight ---------------------------------------------------------------------------------
 
 
+@stage(timeout=300)  # reads the node-facing URLs, not MAAS
 def preflight(ctx: Ctx) -> Result:
     wf, policy = ctx.wf, ctx.policy
     site = wf.site

@@ -6,14 +6,28 @@ from __future__ import annotations
 
 from maas_domain import redaction, urlsafety
 from onboarding.models import Onboarding
-from onboarding.stages.common import POLL, Ctx, S, read_machine
+from onboarding.stages.common import GET, POLL, Ctx, S, read_machine
 from onboarding.stages.preflight import fetch_targets
 from onboarding.stages.storage_pxe import first_deploy
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result, Wait
 
 # -- 4b. reachability from the node's own network -------------------------------------------------
 
 
+def reachability_applies(wf: Onboarding) -> bool:
+    """Policy names a script, and the node's network is new to us (a reimage's redeploy
+    reuses the network its first onboarding checked)."""
+    return bool(wf.profile.effective_policy().reachability_script) and first_deploy(wf)
+
+
+@stage(
+    timeout=1800,
+    calls=(GET, C("test", "the policy's testing script, node-facing URLs"), C("script_results")),
+    expects=(S.READY, S.TESTING, S.FAILED_TESTING),
+    applies=reachability_applies,
+)
 def reachability(ctx: Ctx) -> Result:
     """The infra-owned testing script policy names runs on the machine (MAAS ``op=test``) with
     the URLs the first boot will fetch; its result, read from MAAS, decides before deploy
@@ -64,9 +78,3 @@ def _shown_output(output: str, urls: list[str]) -> str:
     for url in urls:
         output = output.replace(url, urlsafety.display(url))
     return redaction.redact_text(output.strip())
-
-
-def reachability_applies(wf: Onboarding) -> bool:
-    """Policy names a script, and the node's network is new to us (a reimage's redeploy
-    reuses the network its first onboarding checked)."""
-    return bool(wf.profile.effective_policy().reachability_script) and first_deploy(wf)

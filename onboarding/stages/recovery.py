@@ -11,7 +11,9 @@ from maas_client.status import RELEASABLE
 from maas_domain.errors import Conflict
 from maas_domain.site_client import client_for_site
 from onboarding.models import Onboarding
-from onboarding.stages.common import POLL, Ctx, S
+from onboarding.stages.common import GET, POLL, Ctx, S
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Result, Wait
 
 # -- operator-driven stages: restart-clean's reset and cancel's compensation ----------------------
@@ -20,6 +22,16 @@ ABORTABLE = (S.COMMISSIONING, S.DEPLOYING, S.DISK_ERASING, S.TESTING)
 IN_MOTION = (S.RELEASING, S.DISK_ERASING)
 
 
+@stage(
+    timeout=None,
+    calls=(
+        GET,
+        C("abort", "if in progress"),
+        C("release", "if allocated or deployed"),
+        C("delete_machine", "if this workflow created it"),
+    ),
+    machine_may_vanish=True,
+)
 def reset(ctx: Ctx) -> Result:
     """Undo MAAS-side progress where safe: abort, release, delete a machine we created."""
     wf, maas = ctx.wf, ctx.maas
@@ -47,6 +59,7 @@ def reset(ctx: Ctx) -> Result:
     return Done(f"machine left {machine.status_name} in MAAS (not created by this workflow)")
 
 
+@stage(timeout=None, calls=(GET, C("abort", "if in progress"), C("release", "if allocated")))
 def cancel(ctx: Ctx) -> Result:
     """Abort an in-flight MAAS action where MAAS allows it; release an allocation we hold."""
     wf, maas = ctx.wf, ctx.maas

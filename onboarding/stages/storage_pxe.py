@@ -9,13 +9,41 @@ import time
 from maas_client.errors import MaasError
 from maas_client.types import Subnet
 from onboarding.models import Onboarding
-from onboarding.stages.commission import PAST_COMMISSIONING
-from onboarding.stages.common import Ctx, S, read_machine
+from onboarding.stages.common import (
+    COMMISSIONING,
+    GET,
+    PAST_COMMISSIONING,
+    Ctx,
+    S,
+    read_machine,
+)
+from workflows.kinds import Call as C
+from workflows.kinds import stage
 from workflows.results import Done, Fail, Result
 
 # -- 4. storage layout and PXE preflight ----------------------------------------------------------
 
 
+def first_deploy(wf: Onboarding) -> bool:
+    """MAAS does not hold a layout and PXE link an earlier onboarding of this node set: not a
+    reimage's redeploy, which starts past them (``Onboarding.layout_kept``; a commissioning
+    this run sends clears it)."""
+    return not wf.layout_kept
+
+
+@stage(
+    timeout=600,
+    calls=(
+        GET,
+        C("set_storage_layout"),
+        C("subnets", "at most once a minute per site and worker process"),
+        C("interfaces"),
+        C("unlink_subnet", "only if the PXE interface is not AUTO on the PXE subnet"),
+        C("link_subnet", "the same"),
+    ),
+    expects=COMMISSIONING | {S.READY},
+    applies=first_deploy,
+)
 def storage_pxe(ctx: Ctx) -> Result:
     wf, maas, profile = ctx.wf, ctx.maas, ctx.wf.profile
     machine = read_machine(ctx)
@@ -80,12 +108,6 @@ def storage_pxe(ctx: Ctx) -> Result:
             "pxe", f"PXE interface {iface.name} did not take the AUTO link on {target.cidr}"
         )
     return Done(f"PXE interface {iface.name} relinked to AUTO on {target.cidr}")
-
-
-def first_deploy(wf: Onboarding) -> bool:
-    """Not a reimage's redeploy: MAAS keeps the layout and the PXE link the node's first
-    onboarding set across the release (decommission/stages.py starts the redeploy past them)."""
-    return wf.parent_kind != "decommission"
 
 
 # The site's subnets, read at most once per this many seconds per site and worker process: in a

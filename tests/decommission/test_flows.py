@@ -57,7 +57,7 @@ def test_reimage_redeploys_through_the_onboarding_stages(flow: Flow, node_side: 
     assert flow.sim.mutations(sid) == ["machine.release", "machine.deploy"]
     release = next(e for e in wf.events.filter(kind="maas.action") if "release" in e.message)
     assert release.data["erase_mode"] == "quick"
-    child = Onboarding.objects.get(pk=wf.reimage_onboarding_id)
+    child = Onboarding.objects.get(parent_kind="decommission", parent_id=wf.pk)
     assert (child.state, child.parent_kind, child.parent_id) == ("succeeded", "decommission", wf.pk)
     assert child.enrolled_attempt == child.token_attempt == 1
     assert list(child.events.filter(kind="stage.completed").values_list("stage", flat=True)) == [
@@ -84,7 +84,7 @@ def test_the_reimage_child_starts_like_any_onboarding(flow: Flow, node_side: Nod
     node = active_node(flow, "r02", "10.40.0.2")
     wf = settle_decommission(decommission(flow, node, "reimage").pk)
     assert wf.state == "succeeded", (wf.failure_class, wf.reason, kinds(wf))
-    child = Onboarding.objects.get(pk=wf.reimage_onboarding_id)
+    child = Onboarding.objects.get(parent_kind="decommission", parent_id=wf.pk)
     rows = list(
         OutboxEvent.objects.filter(
             payload__workflow_kind="onboarding", payload__workflow_id=child.pk
@@ -171,7 +171,7 @@ def test_erase_failure_with_fallback_leaves_the_machine_broken_never_ready(flow:
     assert len(steps) == 2  # no mark-fixed, no release without erase
     node.refresh_from_db()
     assert node.state == "quarantined"  # never returned to a pool
-    assert wf.reimage_onboarding_id is None  # and never redeployed
+    assert not Onboarding.objects.filter(parent_id=wf.pk).exists()  # and never redeployed
     assert "node.decommission.manual_intervention_required" in outbox(wf)
 
 

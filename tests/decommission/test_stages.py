@@ -12,6 +12,7 @@ from decommission.models import Decommission, Mode
 from maas_client.status import NodeStatus
 from maas_domain.models import Allocation, Node
 from tests.support.stages import Bench, run_stage
+from workflows import family
 
 pytestmark = pytest.mark.django_db
 S = NodeStatus
@@ -510,14 +511,19 @@ def test_cancel_says_what_it_aborted(bench: Bench) -> None:
 # -- the reimage child and adopt ---------------------------------------------------------------
 
 
+def latest_child(wf: Decommission) -> int:
+    child = family.latest_child(wf)
+    assert child is not None
+    return int(child.pk)
+
+
 def test_redeploy_starts_one_child_onboarding_and_follows_it(bench: Bench) -> None:
     from onboarding.models import Onboarding
 
     wf = decommission(bench, "t7", Mode.REIMAGE)
     Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
     result, events = run(wf, "redeploy")
-    assert wf.reimage_onboarding_id is not None
-    child = Onboarding.objects.get(pk=wf.reimage_onboarding_id)
+    child = Onboarding.objects.get(parent_kind="decommission", parent_id=wf.pk)
     assert (type(result).__name__, result.message) == (
         "Wait",
         f"redeploying through onboarding {child.pk}",
@@ -531,12 +537,13 @@ def test_redeploy_starts_one_child_onboarding_and_follows_it(bench: Bench) -> No
         "decommission",
         wf.pk,
     )
+    assert child.layout_kept  # storage_pxe and reachability do not run again
     assert (child.maas_system_id, child.node_id, child.hostname) == (
         wf.maas_system_id,
         wf.node_id,
         "t7",
     )
-    assert wf.reimage_attempt == wf.attempt
+    assert child.parent_attempt == wf.attempt
     assert Node.objects.get(pk=wf.node_id).state == "provisioning"
     assert type(run(wf, "redeploy")[0]).__name__ == "Wait"
     assert Onboarding.objects.filter(parent_id=wf.pk).count() == 1  # not a second child
@@ -560,8 +567,7 @@ def test_a_failed_or_cancelled_child_fails_the_redeploy_until_a_new_attempt(
     wf = decommission(bench, "t8", Mode.REIMAGE)
     Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
     run(wf, "redeploy")
-    child = wf.reimage_onboarding_id
-    assert child is not None
+    child = latest_child(wf)
     Onboarding.objects.filter(pk=child).update(
         state="failed", stage="deploy", reason="curtin failed", failure_class="deploy_failed"
     )
@@ -581,7 +587,8 @@ def test_a_failed_or_cancelled_child_fails_the_redeploy_until_a_new_attempt(
     Decommission.objects.filter(pk=wf.pk).update(attempt=2)  # a retry of the stage
     result, _ = run(wf, "redeploy")
     assert type(result).__name__ == "Wait"
-    assert wf.reimage_onboarding_id != child and wf.reimage_attempt == 2
+    newer = Onboarding.objects.get(pk=latest_child(wf))
+    assert newer.pk != child and newer.parent_attempt == 2
 
 
 def test_cancel_cancels_an_open_child_first(bench: Bench) -> None:
@@ -590,8 +597,7 @@ def test_cancel_cancels_an_open_child_first(bench: Bench) -> None:
     wf = decommission(bench, "t9", Mode.REIMAGE)
     Node.objects.filter(pk=wf.node_id).update(state="draining")  # as the drain stage left it
     run(wf, "redeploy")
-    child = wf.reimage_onboarding_id
-    assert child is not None
+    child = latest_child(wf)
     Onboarding.objects.filter(pk=child).update(state="waiting", stage="deploy")
     result, _ = run(wf, "cancel")
     assert (type(result).__name__, result.message) == (

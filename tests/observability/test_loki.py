@@ -119,6 +119,36 @@ def attach(handler: LokiHandler, name: str) -> logging.Logger:
     return logger
 
 
+def test_a_registered_kind_labels_its_lines_and_carries_its_id_without_naming_it_here(
+    loki: FakeLoki,
+) -> None:
+    """Loki learns the kinds from their registration (maas_domain/work.py): a new kind's id
+    is structured metadata and its lines carry its ``workflow_kind``, with no change to the
+    handler; an id field of no registered kind labels nothing."""
+    from maas_domain.observability import loki as module
+
+    module.register_kind("rescue")
+    try:
+        handler = LokiHandler(loki.url)
+        logger = attach(handler, "rescue.test-loki")
+        try:
+            with context.bound("cid-rescue", site_id=4, rescue_id=21, node_id=2):
+                logger.info("rescued")
+            with context.bound("cid-other", site_id=4, salvage_id=3):
+                logger.info("no such kind")
+            handler.flush()
+        finally:
+            logger.removeHandler(handler)
+            handler.close()
+        (labels, _), (other_labels, _) = loki.lines()
+        assert labels["workflow_kind"] == "rescue" and "workflow_kind" not in other_labels
+        (_, _, metadata), (_, _, other) = loki.entries()
+        assert metadata["rescue_id"] == "21" and "salvage_id" not in other
+    finally:
+        module._KIND_FIELDS.pop("rescue_id")
+        module.register_kind("onboarding")  # recompute the metadata fields without it
+
+
 def test_log_lines_reach_loki_with_labels_and_the_correlation_id(loki: FakeLoki) -> None:
     handler = LokiHandler(loki.url, labels={"env": "test"}, tenant="team-gpu")
     logger = attach(handler, "onboarding.test-loki")

@@ -18,7 +18,7 @@ from django.db.models import Q
 from maas_domain.models import Node
 from maas_domain.policy import Policy, resolve_policy
 from maas_domain.work import OPEN_STATES
-from workflows.kinds import Call, Stage, StageContext, WorkflowKind
+from workflows.kinds import Call, RetryPolicy, Stage, StageContext, WorkflowKind
 from workflows.models import Workflow, WorkflowEvent
 from workflows.results import Done, Result
 
@@ -108,7 +108,8 @@ def make_kind(script: Script) -> WorkflowKind[FakeWorkflow]:
                 (Call("deploy"),),
                 applies=lambda wf: not wf.skip_second,
             ),
-            Stage("third", script.stage("third"), 60),
+            # a stage whose retries differ from the engine's (docs/architecture.md)
+            Stage("third", script.stage("third"), 60, retry=RetryPolicy(1, max_backoff=5.0)),
         ],
         policy=_policy,
         on_success=script.hook("on_success"),

@@ -486,21 +486,40 @@ def test_a_stage_event_is_kept_with_a_retry(running: Any, go: Any, script: Scrip
 
 
 def test_backoff_doubles_up_to_a_minute_and_honours_retry_after(
-    monkeypatch: pytest.MonkeyPatch, settings: Any
+    monkeypatch: pytest.MonkeyPatch, settings: Any, kind: WorkflowKind[FakeWorkflow]
 ) -> None:
     import random
 
     monkeypatch.setattr(random, "uniform", lambda low, high: (low, high))  # the jitter's range
-    backoff: Any = step._backoff
-    assert [backoff(tries, None) for tries in (0, 1, 3, 4, 5)] == [
+
+    def backoff(stage: str, tries: int, retry_after: float | None = None) -> Any:
+        return step._backoff(kind.stage(stage), FakeWorkflow(stage_tries=tries), retry_after)
+
+    assert [backoff("first", tries) for tries in (0, 1, 3, 4, 5)] == [
         (1.0, 2.0),
         (2.0, 4.0),
         (8.0, 16.0),
         (16.0, 32.0),
         (30.0, 60.0),
     ]
-    assert step._backoff(3, 2.5) == 2.5
-    assert step._backoff(3, 10.0**9) == float(settings.MAX_TASK_COUNTDOWN)
+    assert backoff("first", 3, 2.5) == 2.5
+    assert backoff("first", 3, 10.0**9) == float(settings.MAX_TASK_COUNTDOWN)
+    # a stage's own retry policy caps its backoff (``third``: 5 s); Retry-After still wins
+    assert [backoff("third", tries) for tries in (0, 1, 5)] == [(1.0, 2.0), (2.0, 4.0), (2.5, 5.0)]
+    assert backoff("third", 5, 20.0) == 20.0
+
+
+def test_a_stage_retry_policy_gives_up_after_its_own_limit(
+    running: Any, go: Any, script: Script, settings: Any
+) -> None:
+    settings.WORKFLOW_MAX_STAGE_TRIES = 8
+    wf = running(stage="third")
+    script.then(wf, "third", *[Retry("maas_transient", "MAAS busy", after=1)] * 3)
+    assert go(wf) == "retry"
+    go(wf)
+    wf.refresh_from_db()
+    assert (wf.state, wf.failure_class) == ("failed", "maas_transient")
+    assert wf.reason.startswith("gave up after 2 tries")
 
 
 def test_executions_may_die_up_to_the_limit(

@@ -1,0 +1,214 @@
+"""Stage 3, release with erase per policy, and the fallback of a failed erase: abort and
+mark-broken, never released to Ready with unerased disks (docs/decommission.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from maas_client.errors import MaasError
+from maas_client.status import RELEASABLE
+from maas_client.types import Machine
+from maas_domain.models import Node, NodeState
+from workflows.kinds import Call as C
+from workflows.kinds import stage
+from workflows.results import Done, Fail, Hold, Result, Wait
+
+from .. import erase
+from .common import ERASING, GET, POLL, RELEASING, Ctx, S, comment, machine_of
+
+
+@stage(
+    timeout=3600,
+    calls=(
+        GET,
+        C("allocate", "only if Ready and an erase is required"),
+        C("release", "with the policy's erase mode"),
+        C("machine_hardware", "the disks to account for, before an erase is sent"),
+        C("release_runs", "the wipe's output, each disk's line, once Ready"),
+        C("abort", "a failed or stuck erase, policy permitting"),
+        C("mark_broken", "then, instead of releasing unerased disks"),
+    ),
+    expects=RELEASING,
+)
+def release(ctx: Ctx) -> Result:
+    wf, policy, maas = ctx.wf, ctx.policy, ctx.maas
+    machine = machine_of(ctx)
+    ctx.observe(machine)
+    status, sid = machine.status, machine.system_id
+    mode = wf.erase_mode or policy.erase_mode
+    if ctx.data.get("erase_failed"):
+        return _fallback(ctx, machine)
+    if status == S.DISK_ERASING:
+        seen = ctx.data.setdefault("erasing_since", timezone.now().isoformat())
+        stuck_at = datetime.fromisoformat(seen) + timedelta(seconds=policy.erase_stuck_seconds)
+        if timezone.now() >= stuck_at:
+            return _erase_failed(
+                ctx, machine, f"Disk erasing for more than {policy.erase_stuck_seconds}s"
+            )
+        left = (stuck_at - timezone.now()).total_seconds() + 1
+        return Wait("erasing disks", sid, int(status), min(POLL, left))
+    if status == S.RELEASING:
+        return Wait("releasing", sid, int(status), POLL)
+    if status == S.FAILED_DISK_ERASING:
+        return _erase_failed(ctx, machine, machine.status_message or machine.status_name)
+    if status == S.FAILED_RELEASING and ctx.sent("release"):
+        return Fail("release_failed", f"MAAS could not release the machine: {_why(machine)}")
+    if status == S.READY and (ctx.sent("release") or mode == "none" or wf.erased):
+        return _released(ctx, mode)
+    if status == S.READY:
+        # MAAS erases only when it releases an allocated machine: take it, then release it.
+        machine = maas.allocate(sid, comment=comment(ctx, "allocate to erase its disks"))
+        ctx.event(
+            "maas.action",
+            f"allocated the Ready machine so MAAS can erase its disks: {machine.status_name}",
+        )
+        status = machine.status
+    if status in RELEASABLE:
+        if ctx.sent("release"):
+            return Wait("waiting for MAAS to start the release", sid, int(status), 30)
+        before: dict[str, Any] = {"release_requested": True}
+        if mode != "none":  # what the erase must account for, kept before it is sent
+            disks = erase.disks_before(maas.machine_hardware(sid).disks)
+            before["erase_evidence"] = {"mode": mode, "disks": disks, "outcome": "requested"}
+        ctx.save_now(**before)
+        answer = maas.release(
+            sid,
+            erase=mode != "none",
+            secure_erase=mode == "secure",
+            quick_erase=mode == "quick",
+            comment=comment(ctx, "release"),
+        )
+        ctx.event(
+            "maas.action",
+            f"release sent ({'no erase' if mode == 'none' else mode + ' erase'}): "
+            f"MAAS answered {answer.status_name}",
+            erase_mode=mode,
+            maas_status=answer.status_name,
+        )
+        return Wait("releasing", sid, int(answer.status), POLL)
+    return Fail("unexpected_state", f"machine is {machine.status_name} in MAAS; cannot release it")
+
+
+def _why(machine: Machine) -> str:
+    return machine.status_message or machine.error_description or machine.status_name
+
+
+def _released(ctx: Ctx, mode: str) -> Result:
+    updates: dict[str, Any] = {}
+    if mode != "none" and ctx.sent("release"):
+        report = _erase_evidence(ctx, mode)
+        updates["erase_evidence"] = report
+        if not report["erased"]:
+            missing = erase.not_erased(report) or ["MAAS listed no disk"]
+            ctx.event("erase.unproven", f"no evidence of erase for: {', '.join(missing)}")
+            return Hold(
+                "not_erased",
+                "MAAS released the machine but shows no evidence of erase for "
+                f"{', '.join(missing)[:300]}: disks NOT known erased; node quarantined",
+                {"erased": False, **updates},
+            )
+        ctx.event("erase.proven", f"{len(report['disks'])} disks erased, each by its own line")
+    erased = None if mode == "none" else True
+    if erased and ctx.wf.erased is not True:
+        # a resumed workflow that finally erased: the node leaves quarantine for draining
+        with ctx.locked():
+            node = Node.objects.select_for_update().get(pk=ctx.wf.node_id)
+            if node.state == NodeState.QUARANTINED:
+                node.drain()
+                node.save(update_fields=["state", "updated_at"])
+    how = "disks erased" if erased else "no erase (policy erase_mode none)"
+    if not ctx.sent("release") and ctx.wf.erased:
+        how = "disks were erased earlier in this workflow"
+    return Done(
+        f"released: MAAS shows Ready; {how}", {"erased": erased or ctx.wf.erased, **updates}
+    )
+
+
+def _erase_evidence(ctx: Ctx, mode: str) -> dict[str, Any]:
+    """Each disk MAAS listed before the release, with what the wipe's output says of it (a
+    workflow that kept no list reads MAAS's disks now: MAAS keeps them across a release)."""
+    sid = ctx.wf.maas_system_id
+    disks = (ctx.wf.erase_evidence or {}).get("disks")
+    if not disks:
+        disks = erase.disks_before(ctx.maas.machine_hardware(sid).disks)
+    return erase.evidence(disks, ctx.maas.release_runs(sid), mode=mode)
+
+
+def _erase_failed(ctx: Ctx, machine: Machine, why: str) -> Result:
+    ctx.data["erase_failed"] = why
+    ctx.event(
+        "erase.failed",
+        f"disk erase failed: {why}",
+        system_id=machine.system_id,
+        maas_status=machine.status_name,
+    )
+    if not ctx.policy.release_fallback_allowed:
+        return Hold(
+            "erase_failed",
+            f"disk erase failed ({why}) and policy forbids the no-erase fallback: machine left "
+            f"{machine.status_name} in MAAS; disks NOT erased; node quarantined",
+            {"erased": False},
+        )
+    ctx.event("fallback.started", "policy allows the fallback: abort, mark-broken")
+    return _fallback(ctx, machine)
+
+
+def _fallback(ctx: Ctx, machine: Machine) -> Result:
+    """Stop the failed erase and take the machine out of MAAS's Ready pool: abort (if still
+    erasing), then mark-broken, each once and each in the timeline with MAAS's answer. The
+    machine stays Broken, never released without erase to Ready where anything allocating from
+    MAAS could hand its unerased disks to the next tenant (docs/decommission.md)."""
+    maas, sid, steps = ctx.maas, machine.system_id, ctx.data.setdefault("fallback", [])
+    why = ctx.data["erase_failed"]
+    for _ in range(4):
+        status = machine.status
+        if "abort" not in steps:
+            steps.append("abort")
+            if status in ERASING:
+                machine = _step(
+                    ctx, "abort", lambda: maas.abort(sid, comment=comment(ctx, "abort"))
+                )
+            else:
+                ctx.event("fallback.step", f"abort: nothing in flight (MAAS shows {status.label})")
+        elif status in ERASING:
+            return Wait("fallback: waiting for the erase to stop", sid, int(status), 30)
+        elif status == S.BROKEN:
+            return Hold(
+                "erase_failed",
+                f"disk erase failed ({why}); the fallback left the machine Broken in MAAS (out "
+                "of the Ready pool): disks NOT erased; node quarantined",
+                {"erased": False, "fallback_used": True},
+            )
+        elif "mark_broken" not in steps:
+            steps.append("mark_broken")
+            machine = _step(
+                ctx,
+                "mark-broken (keeps the unerased machine out of the Ready pool)",
+                lambda: maas.mark_broken(sid, comment=comment(ctx, "erase failed")),
+            )
+        else:
+            return Hold(
+                "erase_failed",
+                f"disk erase failed ({why}) and MAAS did not mark the machine Broken: left "
+                f"{status.label} in MAAS; disks NOT erased; node quarantined",
+                {"erased": False, "fallback_used": True},
+            )
+    return Wait(f"fallback: waiting for MAAS ({machine.status_name})", sid, int(machine.status), 30)
+
+
+def _step(ctx: Ctx, name: str, call: Callable[[], Machine]) -> Machine:
+    try:
+        answer = call()
+    except MaasError as exc:
+        ctx.event("fallback.step", f"{name}: MAAS refused: {exc.message}", error=exc.kind)
+        return machine_of(ctx)
+    ctx.event(
+        "fallback.step",
+        f"{name}: MAAS answered {answer.status_name}",
+        maas_status=answer.status_name,
+    )
+    return answer
