@@ -28,11 +28,12 @@ from maas_domain import audit, context, regions
 from maas_domain.errors import Conflict, InvalidInput, NotFound
 from maas_domain.fsm import sources, target
 from maas_domain.locks import try_lock
-from maas_domain.models import MaasSite, Node
+from maas_domain.models import CordonReason, MaasSite, Node
 from maas_domain.models.inventory import NodeState
 from maas_domain.models.sites import SiteStatus
 from maas_domain.observability import metrics
 from maas_domain.secrets import SecretsError
+from maas_domain.services import cordons
 from maas_domain.site_client import client_for_site
 from maas_domain.validators import hostname_error, ipv4_error
 from reconciliation import compare, hardware
@@ -44,6 +45,7 @@ from reconciliation.models import (
     DriftState,
     NodeMaasState,
     ReconcileRun,
+    Severity,
 )
 from workflows.kinds import KINDS
 
@@ -499,8 +501,26 @@ def _write_ledger(site: MaasSite, outcome: compare.Outcome, now: datetime) -> tu
             unique_fields=["id"],
             update_fields=_DRIFT_FIELDS,
         )
+    _cordon_for_critical_drift([r for r in new + changed if r.state in ACTIVE_DRIFT])
     open_now = len(active) - cleared + len(new)
     return len(new), cleared, open_now
+
+
+def _cordon_for_critical_drift(records: list[DriftRecord]) -> None:
+    """A node whose machine shows critical drift takes no new work from this run on
+    (docs/operations.md, "Cordons"): each critical record cordons its node once (one read of
+    the nodes, one of their cordons, one insert)."""
+    critical = [r for r in records if r.severity == Severity.CRITICAL and r.node_id]
+    if not critical:
+        return
+    nodes = Node.objects.in_bulk({r.node_id for r in critical})
+    cordons.cordon_many(
+        [
+            (nodes[r.node_id], CordonReason.DRIFT, f"{r.kind}: {r.message}", f"drift:{r.pk}")
+            for r in critical
+            if r.node_id in nodes and nodes[r.node_id].state != NodeState.RETIRED
+        ]
+    )
 
 
 # -- resolving drift --------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from maas_domain import selectors as node_reads
+from maas_domain.access import Action
 from maas_domain.api.filters import AllocationFilter, NodeFilter, SkuFilter
 from maas_domain.api.pagination import Pagination
 from maas_domain.api.params import flag
@@ -27,6 +28,7 @@ from maas_domain.api.schema import IF_MATCH, path_id
 from maas_domain.api.serializers import (
     AllocationCreateSerializer,
     AllocationSerializer,
+    CordonRequestSerializer,
     NodeDetailSerializer,
     NodeSerializer,
     NodeTimelineSerializer,
@@ -35,8 +37,9 @@ from maas_domain.api.serializers import (
     TimelineEntrySerializer,
 )
 from maas_domain.api.views import RevisionedMixin
-from maas_domain.models import Allocation, Node, QuarantineEvidence, Sku
+from maas_domain.models import Allocation, Cordon, Node, QuarantineEvidence, Sku
 from maas_domain.services import allocations as allocation_services
+from maas_domain.services import cordons as cordon_services
 from maas_domain.services import skus as sku_services
 
 
@@ -123,7 +126,19 @@ class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
 
     serializer_class = NodeSerializer
     filterset_class = NodeFilter
-    queryset = Node.objects.select_related("site", "sku").order_by("hostname", "id")
+    # taking a node out of scheduling protects; returning it to tenants is an admin's call
+    action_classes = {"cordon": Action.OPERATE}
+    queryset = (
+        Node.objects.select_related("site", "sku")
+        .prefetch_related(
+            Prefetch(
+                "cordons",
+                queryset=Cordon.objects.filter(lifted_at__isnull=True).order_by("id"),
+                to_attr="active_cordons",
+            )
+        )
+        .order_by("hostname", "id")
+    )
 
     def retrieve(self, request: Request, pk: str) -> Response:
         node = self.get_object()
@@ -133,6 +148,47 @@ class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Node]):
         node.active_allocations = node_reads.active_allocations(node)  # type: ignore[attr-defined]
         node.maas_observation = node_reads.last_observation(node)  # type: ignore[attr-defined]
         return Response(NodeDetailSerializer(node).data)
+
+    @extend_schema(
+        operation_id="nodes_cordon",
+        summary="Cordon a node",
+        description=(
+            "Take a node out of scheduling with a reason (audited): new allocations on it are "
+            "refused (409 naming every cordon); a tenant's allocation is not touched, and a "
+            "`node.cordoned` event asks the allocation domain to drain it. 409 if the node is "
+            "registered or retired, or already cordoned by an operator."
+        ),
+        request=CordonRequestSerializer,
+        responses={200: NodeSerializer},
+    )
+    def cordon(self, request: Request, pk: str) -> Response:
+        target = self.get_object()  # 404 before 400
+        body = CordonRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        node = cordon_services.operator_cordon(
+            actor=request.user, node_id=target.pk, **body.validated_data
+        )
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
+
+    @extend_schema(
+        operation_id="nodes_uncordon",
+        summary="Uncordon a node",
+        description=(
+            "Return a node to scheduling, every cordon lifted, with a reason (audited; a "
+            "`node.uncordoned` event). A requalification does the same by itself. 409 if the "
+            "node is not cordoned, or is in repair (it returns by requalification)."
+        ),
+        request=CordonRequestSerializer,
+        responses={200: NodeSerializer},
+    )
+    def uncordon(self, request: Request, pk: str) -> Response:
+        target = self.get_object()  # 404 before 400
+        body = CordonRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        node = cordon_services.operator_uncordon(
+            actor=request.user, node_id=target.pk, **body.validated_data
+        )
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
     @extend_schema(
         operation_id="nodes_timeline",

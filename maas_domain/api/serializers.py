@@ -14,8 +14,10 @@ from maas_domain import hardware
 from maas_domain.models import (
     Allocation,
     ApiToken,
+    Cordon,
     MaasSite,
     Node,
+    NodeState,
     RoceAssignment,
     SiteProfile,
     Sku,
@@ -24,6 +26,7 @@ from maas_domain.models import (
 from maas_domain.nodetrust import node_trust, trust_problems
 from maas_domain.pki import MAX_BUNDLE_BYTES, describe_ca_bundle
 from maas_domain.policy import policy_sources, resolve_policy
+from maas_domain.services import cordons
 from maas_domain.validators import (
     HOSTNAME,
     REGION,
@@ -370,15 +373,47 @@ class SkuSerializer(StrictMixin, serializers.ModelSerializer[Sku]):
         read_only_fields = ["id", "node_count", "revision", "created_at", "updated_at"]
 
 
+class CordonSerializer(serializers.ModelSerializer[Cordon]):
+    class Meta:
+        model = Cordon
+        fields = ["id", "reason", "source", "detail", "created_at", "created_by"]
+        read_only_fields = fields
+
+
 class NodeSerializer(serializers.ModelSerializer[Node]):
     site_name = serializers.CharField(source="site.name", read_only=True)
     sku_code = serializers.CharField(source="sku.code", read_only=True)
+    schedulable = serializers.SerializerMethodField(
+        help_text="Active and not cordoned: may take a new allocation."
+    )
+    cordons = serializers.SerializerMethodField(
+        help_text="Why the node takes no new work (empty: none), oldest first."
+    )
 
     class Meta:
         model = Node
         fields = ["id", "hostname", "site_id", "site_name", "sku_id", "sku_code", "state",
-                  "maas_system_id", "ipmi_ip", "created_at", "updated_at"]  # fmt: skip
+                  "schedulable", "cordons", "maas_system_id", "ipmi_ip", "created_at",
+                  "updated_at"]  # fmt: skip
         read_only_fields = fields
+
+    @staticmethod
+    def _cordons(node: Node) -> list[Cordon]:
+        held = getattr(node, "active_cordons", None)  # prefetched by the node views
+        return list(held) if held is not None else list(cordons.active([node.pk]).order_by("id"))
+
+    def get_schedulable(self, node: Node) -> bool:
+        return node.state == NodeState.ACTIVE and not self._cordons(node)
+
+    @extend_schema_field(CordonSerializer(many=True))
+    def get_cordons(self, node: Node) -> list[dict[str, Any]]:
+        return list(CordonSerializer(self._cordons(node), many=True).data)
+
+
+class CordonRequestSerializer(StrictMixin, serializers.Serializer[Any]):
+    """``POST /nodes/{id}/cordon`` and ``/uncordon``: why (audited)."""
+
+    reason = serializers.CharField(max_length=500, help_text="Why (audited).")
 
 
 class NodeWorkflowSerializer(serializers.Serializer[Any]):

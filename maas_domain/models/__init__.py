@@ -3,7 +3,15 @@
 
 from maas_domain.models.audit import AuditLog
 from maas_domain.models.evidence import EvidenceKind, ImmutableEvidence, QuarantineEvidence
-from maas_domain.models.inventory import Allocation, AllocationState, Node, NodeState, Sku
+from maas_domain.models.inventory import (
+    Allocation,
+    AllocationState,
+    Cordon,
+    CordonReason,
+    Node,
+    NodeState,
+    Sku,
+)
 from maas_domain.models.outbox import OutboxEvent
 from maas_domain.models.security import (
     Access,
@@ -28,6 +36,8 @@ __all__ = [
     "AllocationState",
     "ApiToken",
     "AuditLog",
+    "Cordon",
+    "CordonReason",
     "CredentialKind",
     "EvidenceKind",
     "IdempotencyRecord",

@@ -39,6 +39,7 @@ class NodeState(models.TextChoices):
     ACTIVE = "active", "active"
     DRAINING = "draining", "draining"
     QUARANTINED = "quarantined", "quarantined"
+    IN_REPAIR = "in_repair", "in_repair"  # handed to repair (a repair workflow holds it)
     RETIRED = "retired", "retired"
 
 
@@ -121,6 +122,18 @@ class Node(Lifecycle):
     def return_to_pool(self) -> None:
         """Storage cleanup succeeded."""
 
+    @move(state, [NodeState.ACTIVE, NodeState.QUARANTINED], NodeState.IN_REPAIR)
+    def hand_to_repair(self) -> None:
+        """Out of service with its RMA packet, the machine Broken in MAAS (docs/repair.md)."""
+
+    @move(state, NodeState.IN_REPAIR, NodeState.PROVISIONING)
+    def requalify(self) -> None:
+        """Repair reported done: commissioned and judged again from fresh data."""
+
+    @move(state, NodeState.IN_REPAIR, NodeState.QUARANTINED)
+    def end_repair(self) -> None:
+        """A repair cancelled or abandoned: back where it came from, still out of service."""
+
     @move(
         state, [NodeState.REGISTERED, NodeState.DRAINING, NodeState.QUARANTINED], NodeState.RETIRED
     )
@@ -164,3 +177,46 @@ class Allocation(Lifecycle):
     @move(state, AllocationState.ACTIVE, AllocationState.FORCE_RELEASED)
     def force_release(self) -> None:
         """An operator took the node back without waiting for the holder."""
+
+
+class CordonReason(models.TextChoices):
+    # Labels equal the values: the API and the admin show the values as they are.
+    DRIFT = "drift", "drift"  # an open critical drift of its machine (reconciliation)
+    QUARANTINE = "quarantine", "quarantine"  # hardware, acceptance or erase evidence frozen
+    OPERATOR = "operator", "operator"  # an operator's cordon, with a reason
+    REPAIR = "repair", "repair"  # handed to repair
+
+
+class Cordon(models.Model):
+    """Why a node may not take new work (docs/operations.md, "Cordons"), like a Kubernetes
+    taint: a node with any active cordon is unschedulable whatever its state. A tenant's
+    existing allocation is not touched (the allocation domain is told to drain it). Lifted by a
+    requalification (the node passed conformance and acceptance on data newer than the cordon)
+    or by an operator with a reason; a lifted row stays for history."""
+
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="cordons")
+    reason = models.CharField(max_length=16, choices=CordonReason.choices)
+    # what raised it, e.g. "drift:12" or "evidence:3"; "" for an operator's
+    source = models.CharField(max_length=64, blank=True, default="")
+    detail = models.CharField(max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    lifted_at = models.DateTimeField(null=True, blank=True)
+    lifted_by = models.CharField(max_length=150, blank=True, default="")
+    lift_reason = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        db_table = "node_cordons"
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "reason", "source"],
+                condition=Q(lifted_at__isnull=True),
+                name="uniq_active_cordon_per_cause",
+            )
+        ]
+        indexes = [models.Index(fields=["node"], condition=Q(lifted_at__isnull=True),
+                                name="active_cordons_by_node")]  # fmt: skip
+
+    def __str__(self) -> str:
+        return f"cordon {self.pk} of node {self.node_id} ({self.reason})"

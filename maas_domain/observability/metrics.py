@@ -115,6 +115,7 @@ OPEN_DRIFT = "maascp_reconcile_open_drift"
 REGION_WORK_WAITING = "maascp_region_work_waiting"
 REGION_WORKERS = "maascp_region_workers"
 SOURCE_UP = "maascp_metrics_source_up"
+NODES_CORDONED = "maascp_nodes_cordoned"
 
 #: Every family name this module defines (the dashboard test checks the dashboard against it).
 FAMILIES: dict[str, str] = {
@@ -134,6 +135,7 @@ FAMILIES: dict[str, str] = {
     REGION_WORK_WAITING: "gauge",
     REGION_WORKERS: "gauge",
     SOURCE_UP: "gauge",
+    NODES_CORDONED: "gauge",
 }
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from maas_domain import audit
 from maas_domain.errors import Conflict, InvalidInput
 from maas_domain.models import Allocation, AllocationState, Node, NodeState
+from maas_domain.services import cordons
 from maas_domain.services.common import lock
 from maas_domain.work import open_on_node
 
@@ -28,6 +29,13 @@ def allocation_create(*, actor: audit.Actor, node_id: int, holder: str) -> Alloc
             raise Conflict(
                 f"node {node.hostname} is {node.state}; only an active node can be allocated",
                 node={"id": node.pk, "state": node.state},
+            )
+        if held := cordons.reasons(node):
+            raise Conflict(
+                f"node {node.hostname} is cordoned ("
+                + "; ".join(f"{c['reason']}: {c['detail']}" for c in held)[:400]
+                + "); it takes no new allocation",
+                cordons=held,
             )
         if busy := open_on_node(node.pk):
             raise Conflict(

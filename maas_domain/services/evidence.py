@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from maas_domain import audit
-from maas_domain.models import Node, QuarantineEvidence
+from maas_domain.models import CordonReason, Node, QuarantineEvidence
+from maas_domain.services import cordons
 
 TIMELINE_KEPT = 300  # the workflow's latest timeline entries frozen with the evidence
 
@@ -54,6 +55,9 @@ def freeze(
         report=body,
         maas_events=list(report.get("maas_events") or []),
         timeline=entries,
+    )
+    cordons.cordon(
+        node, CordonReason.QUARANTINE, f"{kind}: {reason}", source=f"evidence:{evidence.pk}"
     )
     audit.record(
         actor=None,

@@ -32,6 +32,7 @@ EXPECTED = {
     ("POST", "onboarding-batch"): "operate",
     ("POST", "onboarding-batch-resume"): "operate",  # continues work, like resume
     ("POST", "site-probe"): "operate",
+    ("POST", "node-cordon"): "operate",  # protective; uncordon stays admin
     ("POST", "reconciliation-run"): "operate",
     ("POST", "reconciliation-drift-resolve"): "operate",
     ("POST", "reconciliation-machine-drift-resolve"): "operate",

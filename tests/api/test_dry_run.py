@@ -28,6 +28,7 @@ from maas_domain.models import (
     SiteProfile,
 )
 from maas_domain.secrets import get_backend
+from maas_domain.services import cordons
 from maas_domain.services.tokens import api_token_create
 from maas_domain.site_client import client_for_site
 from onboarding.models import Onboarding, OnboardingBatch
@@ -95,6 +96,7 @@ class World:
         self.held = active_node(flow, "dr-held", "10.20.9.1")
         self.free = active_node(flow, "dr-free", "10.20.9.2")
         self.allocation = Allocation.objects.create(node=self.held, holder="tenant-a")
+        cordons.operator_cordon(actor=None, node_id=self.held.pk, reason="seeded")
         self.failed = Onboarding.objects.create(
             site=site, profile=profile, sku=sku, hostname="dr-failed", ipmi_ip="10.20.9.3",
             state="failed", stage="deploy", failure_class="deploy_failed", correlation_id="t",
@@ -161,6 +163,8 @@ class World:
             "profiles_disable": ({"site_pk": site.pk, "id": self.spare.pk}, {}),
             "roce_assignments_upsert": ({"site_pk": site.pk}, {"items": [ROCE_ROW]}),
             "roce_assignments_delete": ({"site_pk": site.pk, "id": self.roce.pk}, {}),
+            "nodes_cordon": ({"id": self.free.pk}, {"reason": "suspect PSU"}),
+            "nodes_uncordon": ({"id": self.held.pk}, {"reason": "PSU replaced"}),
             "nodes_decommission": (
                 {"node_pk": self.held.pk},
                 {"mode": "full", "confirm": True, "force_release": True, "reason": "RMA"},

@@ -87,8 +87,9 @@ def test_database_gauges_cost_the_same_queries_whatever_the_rows() -> None:
     for i in range(5):
         make_onboarding(site, hostname=f"q{i}", state="succeeded")
     # one per workflow kind, one for the outbox, one for open drift; for the regions: sites
-    # per region, one per workflow kind and one for reconcile runs
-    assert queries() == empty == len(KINDS) + 1 + 1 + 1 + len(KINDS) + 1
+    # per region, one per workflow kind and one for reconcile runs; for cordons: the active
+    # ones by site and reason, and the sites
+    assert queries() == empty == len(KINDS) + 1 + 1 + 1 + len(KINDS) + 1 + 2
 
 
 def test_outbox_lag_is_the_age_and_count_of_unpublished_events(

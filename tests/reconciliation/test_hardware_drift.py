@@ -11,7 +11,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from maas_client.client import MaasClient
-from maas_domain.models import MaasSite, Node
+from maas_domain.models import Allocation, MaasSite, Node
 from reconciliation import hardware
 from reconciliation.models import DriftRecord, NodeMaasState
 from tests.factories import make_node, make_sku
@@ -51,6 +51,37 @@ def test_a_gpu_lost_after_deploy_is_critical_hardware_drift_naming_it(
     assert (states[good.pk].hw_conformant, states[lost.pk].hw_conformant) == (True, False)
     # two reads per judged machine (its facts and its PCI devices), beside the listing's three
     assert run.maas_requests == 3 + 2 * 2
+
+
+def test_a_node_whose_gpu_vanished_takes_no_new_tenant_after_one_run(
+    sim: Sim, maas: MaasClient, site: MaasSite, api: APIClient
+) -> None:
+    """The fleet loop's first step (docs/operations.md, "Cordons"): the critical drift cordons
+    the node in the same run, so a new allocation is refused naming why; the node it replaces
+    in the pool, the one that conforms, still takes one. An operator who lifts the cordon with a
+    reason is not overruled by the next run seeing the same drift."""
+    good = deployed(sim, maas, site, "hw-pool", "10.10.1.8")
+    lost = deployed(sim, maas, site, "hw-gone", "10.10.1.9", gpu_lost_after_deploy=1)
+    assert api.post("/api/v1/admin/allocations", {"node_id": lost.pk, "holder": "before"},
+                    format="json").status_code == 201  # fmt: skip
+    api.post(f"/api/v1/admin/allocations/{Allocation.objects.get().pk}/release", {"reason": "x"},
+             format="json")  # fmt: skip
+    reconcile(site)
+    refused = api.post(
+        "/api/v1/admin/allocations", {"node_id": lost.pk, "holder": "t"}, format="json"
+    )
+    assert refused.status_code == 409, refused.json()
+    [why] = refused.json()["cordons"]
+    assert why["reason"] == "drift" and "gpu.count" in why["detail"]
+    assert why["source"] == f"drift:{drift(site, 'hardware_nonconformant')[0].pk}"
+    ok = api.post("/api/v1/admin/allocations", {"node_id": good.pk, "holder": "t"}, format="json")
+    assert ok.status_code == 201
+    lifted = api.post(f"/api/v1/admin/nodes/{lost.pk}/uncordon",
+                      {"reason": "tenant accepts 7 GPUs until the RMA"}, format="json")  # fmt: skip
+    assert lifted.status_code == 200
+    sim.advance(SYNC + 60)  # another sync, still 7 GPUs: judged again, the drift stays open
+    reconcile(site)
+    assert api.get(f"/api/v1/admin/nodes/{lost.pk}").json()["schedulable"] is True
 
 
 def test_a_run_without_a_new_sync_reads_nothing_more_and_keeps_the_drift(
