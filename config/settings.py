@@ -387,6 +387,7 @@ INSTALLED_APPS = [
     "onboarding",
     "decommission",
     "reconciliation",
+    "repair",
 ]
 if not PRODUCTION:
     # Development tools: the MAAS simulator (`manage.py simulate_maas`) and the embedded runner

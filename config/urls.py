@@ -13,6 +13,7 @@ from maas_domain.observability.views import metrics_view
 from onboarding.api.urls import admin_urlpatterns as onboarding_admin
 from onboarding.api.urls import node_urlpatterns
 from reconciliation.api.urls import admin_urlpatterns as reconciliation_admin
+from repair.api.urls import admin_urlpatterns as repair_admin
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("health/live", health.live, name="health-live"),
@@ -25,6 +26,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/v1/admin/", include(onboarding_admin)),
     path("api/v1/admin/", include(decommission_admin)),
     path("api/v1/admin/", include(reconciliation_admin)),
+    path("api/v1/admin/", include(repair_admin)),
     path("api/v1/admin/", include("maas_domain.api.urls")),
 ]
 if not settings.SEPARATE_NODE_LISTENER:

@@ -181,6 +181,14 @@ class Policy:
     delete_machine_on_full_decommission: bool = field(
         default=True, metadata=_doc("Full decommission deletes the machine from MAAS.")
     )
+    requalify_redeploys: bool = field(
+        default=True,
+        metadata=_doc(
+            "A repaired node requalifies through the onboarding's deploy, enrollment and "
+            "completion stages back to active; off: it returns to the pool with its machine "
+            "Ready in MAAS once commissioned, judged and tested."
+        ),
+    )
     stage_timeouts: dict[str, int] = field(
         default_factory=dict,
         metadata=_doc(

@@ -3,8 +3,11 @@ and per request, matched before dispatch (docs/simulator.md, "Machine faults", "
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from maas_simulator.nodes import Machine
 
 FAULT_KINDS = ("503", "409", "502", "slow", "drop_after_apply")
 
@@ -83,3 +86,20 @@ class MachineFaults:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+# The hardware faults a repair fixes: the parts are replaced or reseated.
+HARDWARE_FAULTS = (
+    "gpu_missing", "gpu_lost_after_deploy", "nic_slow", "script_fails", "script_hangs",
+    "erase_fails",
+)  # fmt: skip
+
+
+def repair(m: Machine) -> None:
+    """What a vendor's repair does to the box: every failed part replaced or reseated. MAAS
+    learns it only at the next commissioning (its node devices and the machine's facts stay as
+    MAAS last read them), as on a real site (docs/simulator.md, "Control endpoint")."""
+    m.faults = replace(
+        m.faults, **{name: type(getattr(m.faults, name))() for name in HARDWARE_FAULTS}
+    )
+    m.hardware.gpus_lost = 0

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 from maas_client.status import NodeStatus
 from maas_simulator import api, lifecycle, recording, scenario
 from maas_simulator.errors import ApiError
-from maas_simulator.faults import MachineFaults, RequestFault
+from maas_simulator.faults import MachineFaults, RequestFault, repair
 from maas_simulator.model import Simulator
 from maas_simulator.network import API_PREFIX
 from maas_simulator.node import NodeSide
@@ -264,6 +264,8 @@ class Handler(BaseHTTPRequestHandler):
                         lifecycle.resume_release(sim, m)
                     if data.get("gpu_lost_after_deploy") == 0:
                         m.hardware.gpus_lost = 0  # the lost GPUs reseated
+                if len(parts) == 3 and parts[2] == "repair" and method == "POST":
+                    repair(m)
                 if len(parts) == 3 and parts[2] == "status" and method == "POST":
                     sim.start_op(m, "forced")
                     sim.set_status(m, NodeStatus[data["status"].upper()])

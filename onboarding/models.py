@@ -121,6 +121,15 @@ class Onboarding(Workflow):
     # reimage's redeploy starts past commissioning): storage_pxe and reachability do not run.
     # A commissioning this run sends clears it.
     layout_kept = models.BooleanField(default=False)
+    # Commission even a Ready machine: its inventory may have changed (a repair, a rerun of an
+    # onboarding its hardware failed). Cleared once this run's commissioning ends.
+    recommission = models.BooleanField(default=False)
+    # The attempt whose commissioning this run sent and saw finish: the machine's facts are
+    # newer than anything before it (a requalification lifts the node's cordons on success).
+    commissioned_attempt = models.PositiveIntegerField(null=True, blank=True)
+    # Deploy once judged (and tested): false for a requalification that returns the node to
+    # the pool with its machine Ready in MAAS (policy requalify_redeploys).
+    deploys = models.BooleanField(default=True)
 
     class Meta:
         db_table = "node_onboardings"

@@ -3,8 +3,9 @@ node when it ends."""
 
 from __future__ import annotations
 
-from maas_domain.models import EvidenceKind, Node, NodeState
+from maas_domain.models import EvidenceKind, Node, NodeState, QuarantineEvidence
 from maas_domain.policy import Policy
+from maas_domain.services import cordons
 from maas_domain.services import evidence as evidence_services
 from onboarding import budget
 from onboarding.models import Onboarding, OnboardingEvent
@@ -23,6 +24,13 @@ def _on_success(wf: Onboarding) -> None:
     if node.state != NodeState.ACTIVE:
         node.activate()
     node.save()
+    if wf.commissioned_attempt == wf.attempt:
+        # requalified: commissioned by this run, judged (and tested) on those fresh facts
+        cordons.lift(
+            node,
+            by=f"{KIND.name} {wf.pk}",
+            why="requalified: commissioned again, conformance and acceptance passed",
+        )
     budget.after_success(wf)
 
 
@@ -84,6 +92,13 @@ def _on_reopen(wf: Onboarding) -> None:
     the node runs: a new deploy clears it (docs/onboarding.md, "Reruns and adopt")."""
     wf.completed_at = None
     wf.node_failure = wf.node_failure_detail = ""
+    if (
+        wf.node_id
+        and QuarantineEvidence.objects.filter(workflow_kind=KIND.name, workflow_id=wf.pk).exists()
+    ):
+        # its hardware failed (and may have been repaired since): judged again only on the
+        # facts of a new commissioning, never on the inventory that failed
+        wf.recommission = True
     if wf.node_id:
         _take_back_from_quarantine(wf)
     if wf.token_attempt != wf.attempt:  # a new attempt: its tokens are not even minted yet

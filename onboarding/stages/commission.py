@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from maas_client.types import Machine
 from onboarding.stages.common import (
     COMMISSIONING,
     GET,
@@ -36,11 +37,12 @@ def commission(ctx: Ctx) -> Result:
     if status in (S.COMMISSIONING, S.TESTING):
         return Wait(f"commissioning ({machine.status_name})", machine.system_id, int(status), POLL)
     if status == S.READY:
-        sent = ctx.sent("commission")
-        return Done(
-            "commissioned" if sent else "already Ready in MAAS; not recommissioned",
-            learned(machine),
-        )
+        if ctx.sent("commission"):
+            fresh = {"commissioned_attempt": ctx.wf.attempt, "recommission": False}
+            return Done("commissioned", {**learned(machine), **fresh})
+        if ctx.wf.recommission:  # a repair or a hardware failure: judge fresh facts only
+            return _send(ctx, machine)
+        return Done("already Ready in MAAS; not recommissioned", learned(machine))
     if status in (S.FAILED_COMMISSIONING, S.FAILED_TESTING) and ctx.sent("commission"):
         return Fail(
             "commissioning",
@@ -48,25 +50,36 @@ def commission(ctx: Ctx) -> Result:
             + _failed_scripts(ctx, machine.system_id),
             {"maas_status": machine.status_name},
         )
+    if status in PAST_COMMISSIONING and ctx.wf.recommission:
+        return Fail(
+            "unexpected_state",
+            f"machine is {machine.status_name} in MAAS; it must be commissioned again (its "
+            "hardware failed or was repaired) and MAAS commissions only New, Ready, Broken or "
+            "Failed commissioning machines: release it first",
+        )
     if status in PAST_COMMISSIONING:
         # MAAS's truth (a rerun or adopt of a machine already commissioned and allocated or
         # deployed): commissioning would wipe it; later stages take it as it is.
         return Done(f"MAAS shows {machine.status_name}: commissioned before; not recommissioned")
     if status in (S.NEW, S.BROKEN, S.FAILED_COMMISSIONING, S.FAILED_TESTING):
-        send_commission(ctx, machine)
-        # commissioning resets MAAS's storage and network configuration: the layout and PXE
-        # link are set again (storage_pxe)
-        return Wait(
-            "commissioning",
-            machine.system_id,
-            int(S.COMMISSIONING),
-            POLL,
-            updates={"layout_kept": False},
-        )
+        return _send(ctx, machine)
     return Fail(
         "unexpected_state",
         f"machine is {machine.status_name} in MAAS; onboarding needs New or Ready "
         "(release it in MAAS, or adopt the workflow)",
+    )
+
+
+def _send(ctx: Ctx, machine: Machine) -> Result:
+    send_commission(ctx, machine)
+    # commissioning resets MAAS's storage and network configuration: the layout and PXE link
+    # are set again (storage_pxe)
+    return Wait(
+        "commissioning",
+        machine.system_id,
+        int(S.COMMISSIONING),
+        POLL,
+        updates={"layout_kept": False},
     )
 
 

@@ -30,6 +30,12 @@ DEPLOYING = frozenset(
 )
 
 
+def deploys(wf: Onboarding) -> bool:
+    """The run deploys the machine once it is judged (and tested): not a requalification that
+    returns the node with its machine Ready (``Onboarding.deploys``)."""
+    return wf.deploys
+
+
 def read_machine(ctx: Ctx) -> Machine:
     if not ctx.wf.maas_system_id:
         raise StageFailed("internal", "no MAAS machine recorded; rerun from discover")

@@ -10,7 +10,7 @@ from typing import Any
 from maas_client.types import Event, Machine
 from onboarding import payload
 from onboarding.cloudconfig import PayloadRefused
-from onboarding.stages.common import DEPLOYING, GET, POLL, Ctx, S, read_machine
+from onboarding.stages.common import DEPLOYING, GET, POLL, Ctx, S, deploys, read_machine
 from onboarding.stages.payload import tokens_gone
 from workflows.kinds import Call as C
 from workflows.kinds import stage
@@ -148,6 +148,7 @@ NEW_FIRST_BOOT: dict[str, Any] = {
         C("release", "before a redeploy (datasource failure, within deploy_retry_limit)"),
     ),
     expects=DEPLOYING,
+    applies=deploys,
 )
 def deploy(ctx: Ctx) -> Result:
     wf, policy, maas = ctx.wf, ctx.policy, ctx.maas

@@ -9,7 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from maas_domain.models import NodeState
-from onboarding.stages.common import DEPLOYING, GET, POLL, Ctx, S, read_machine
+from onboarding.stages.common import DEPLOYING, GET, POLL, Ctx, S, deploys, read_machine
 from onboarding.stages.conformance import conformance
 from workflows.kinds import Call as C
 from workflows.kinds import stage
@@ -18,7 +18,12 @@ from workflows.results import Done, Fail, Result, Wait
 # -- 7. hardware sync -----------------------------------------------------------------------------
 
 
-@stage(timeout=1800, calls=(C("get_machine", "if required"),), expects=DEPLOYING)
+@stage(
+    timeout=1800,
+    calls=(C("get_machine", "if required"),),
+    expects=DEPLOYING,
+    applies=deploys,
+)
 def hardware_sync(ctx: Ctx) -> Result:
     if not ctx.policy.hardware_sync_required:
         return Done("hardware sync not required by policy")
@@ -36,7 +41,7 @@ def hardware_sync(ctx: Ctx) -> Result:
 NODE_FAILURES = {"site_bundle": "the site bootstrap bundle", "agent_start": "the node agent"}
 
 
-@stage(timeout=1800, expects=(S.DEPLOYED, S.DEPLOYING))
+@stage(timeout=1800, expects=(S.DEPLOYED, S.DEPLOYING), applies=deploys)
 def enrollment(ctx: Ctx) -> Result:
     """Wait for the node: its reports (site bundle ran, agent started) and its enrollment. A
     failure the node reported ends the wait at once, with the part that failed as the class."""
@@ -65,6 +70,7 @@ def enrollment(ctx: Ctx) -> Result:
         C("events", "the same, on a failure"),
     ),
     expects=(S.DEPLOYED,),
+    applies=deploys,
 )
 def complete(ctx: Ctx) -> Result:
     """Every gate of docs/onboarding.md ("Completion gates"), each a separate fact of this run.

@@ -9,7 +9,7 @@ from django.conf import settings
 from maas_domain import urlsafety
 from onboarding import payload
 from onboarding.cloudconfig import PayloadRefused
-from onboarding.stages.common import Ctx, S
+from onboarding.stages.common import Ctx, S, deploys
 from workflows.kinds import stage
 from workflows.results import Done, Fail, Result
 
@@ -28,7 +28,7 @@ def tokens_gone(ctx: Ctx) -> None:
         )
 
 
-@stage("payload", timeout=300, expects=(S.READY, S.ALLOCATED, S.DEPLOYED))
+@stage("payload", timeout=300, expects=(S.READY, S.ALLOCATED, S.DEPLOYED), applies=deploys)
 def payload_stage(ctx: Ctx) -> Result:
     wf, policy = ctx.wf, ctx.policy
     updates: dict[str, Any] = {}

@@ -25,10 +25,10 @@ from workflows.results import Done, Fail, Result
 
 
 def first_deploy(wf: Onboarding) -> bool:
-    """MAAS does not hold a layout and PXE link an earlier onboarding of this node set: not a
-    reimage's redeploy, which starts past them (``Onboarding.layout_kept``; a commissioning
-    this run sends clears it)."""
-    return not wf.layout_kept
+    """The run deploys, and MAAS does not hold a layout and PXE link an earlier onboarding of
+    this node set: not a reimage's redeploy, which starts past them (``Onboarding.layout_kept``;
+    a commissioning this run sends clears it)."""
+    return not wf.layout_kept and wf.deploys
 
 
 @stage(

@@ -48,6 +48,10 @@ class Sim:
     def faults(self, *faults: dict[str, Any]) -> None:
         self.post("faults", {"faults": list(faults)})
 
+    def repair(self, system_id: str) -> None:
+        """Replace the machine's failed parts (the next commissioning shows them)."""
+        self.post(f"machines/{system_id}/repair", {})
+
     def advance(self, seconds: float) -> None:
         self.post("clock/advance", {"seconds": seconds})
 
