@@ -406,6 +406,23 @@ def test_gpu_missing_commissioning_finds_fewer_gpus_than_the_machine_has(
     assert all(after[a] == before[a] for a in after)  # the others keep their ids
 
 
+def test_a_repair_replaces_the_parts_and_the_next_commissioning_shows_them(
+    api: Api, sim: Sim
+) -> None:
+    """``POST /_sim/machines/{sid}/repair``: a vendor's fix. MAAS's picture changes only when it
+    commissions the machine again (its PCI devices are refreshed then, not before)."""
+    sid = sim.add(hostname="rp1", status="ready",
+                  faults={"gpu_missing": 1, "nic_slow": {"eno2": 10000}})  # fmt: skip
+    assert len(nvidia_gpus(api, sid)) == 7
+    sim.repair(sid)
+    faults = sim.post(f"machines/{sid}/faults", {})["faults"]
+    assert (faults["gpu_missing"], faults["nic_slow"]) == (0, {})
+    assert len(nvidia_gpus(api, sid)) == 7  # MAAS has not looked yet
+    api.ok(sid, "commission")
+    sim.advance(130)
+    assert len(nvidia_gpus(api, sid)) == 8
+
+
 def test_nic_slow_a_port_negotiates_below_its_rating(api: Api, sim: Sim) -> None:
     sid = sim.add(hostname="ns1", status="ready", faults={"nic_slow": {"eno2": 10000}})
     eno1, eno2 = api.machine(sid)["interface_set"]
