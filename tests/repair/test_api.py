@@ -38,8 +38,8 @@ def operator() -> APIClient:
 
 def test_a_quarantined_node_is_handed_to_repair(api: APIClient) -> None:
     node = node_in("quarantined")
-    started = api.post(f"{API}/nodes/{node.pk}/repair",
-                       {"ticket": "RMA-1", "reason": "GPU fell off the bus"}, format="json")  # fmt: skip
+    body = {"ticket": "RMA-1", "reason": "GPU fell off the bus"}
+    started = api.post(f"{API}/nodes/{node.pk}/repair", body, format="json")
     assert started.status_code == 202, started.json()
     body = started.json()
     assert (body["state"], body["stage"], body["ticket"]) == ("pending", "preflight", "RMA-1")

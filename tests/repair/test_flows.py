@@ -58,8 +58,8 @@ def test_a_repaired_node_returns_only_through_a_new_commissioning(
     node = quarantined_for_a_gpu(flow, node_side, "rp01", "10.41.0.1")
     sid = node.maas_system_id
     api = admin_api(flow)
-    started = api.post(f"{API}/nodes/{node.pk}/repair",
-                       {"ticket": "RMA-4411", "reason": "GPU 7 off the bus"}, format="json")  # fmt: skip
+    body = {"ticket": "RMA-4411", "reason": "GPU 7 off the bus"}
+    started = api.post(f"{API}/nodes/{node.pk}/repair", body, format="json")
     assert started.status_code == 202, started.json()
     wf = settle_repair(started.json()["id"], "waiting")
     assert wf.stage == "in_repair", (wf.stage, wf.reason)
