@@ -20,6 +20,7 @@ from maasctl.commands import (
     onboard,
     profiles,
     reconciliation,
+    repair,
     roce,
     sites,
     skus,
@@ -94,6 +95,10 @@ app.add_typer(batches.app, name="batches")
 app.add_typer(workflows.decommissions, name="decommissions")
 app.command("decommission")(decommission.decommission_start)
 app.command("storage-cleanup")(decommission.storage_cleanup)
+nodes.app.command("cordon")(repair.cordon)
+nodes.app.command("uncordon")(repair.uncordon)
+nodes.app.command("repair")(repair.repair_start)
+app.add_typer(repair.repairs, name="repairs")
 app.add_typer(reconciliation.drift, name="drift")
 app.add_typer(reconciliation.reconcile, name="reconcile")
 app.add_typer(roce.app, name="roce")

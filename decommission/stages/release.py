@@ -42,6 +42,8 @@ def release(ctx: Ctx) -> Result:
     mode = wf.erase_mode or policy.erase_mode
     if ctx.data.get("erase_failed"):
         return _fallback(ctx, machine)
+    if ctx.data.get("unproven"):
+        return _out_of_the_pool(ctx, machine)
     if status == S.DISK_ERASING:
         seen = ctx.data.setdefault("erasing_since", timezone.now().isoformat())
         stuck_at = datetime.fromisoformat(seen) + timedelta(seconds=policy.erase_stuck_seconds)
@@ -105,12 +107,9 @@ def _released(ctx: Ctx, mode: str) -> Result:
         if not report["erased"]:
             missing = erase.not_erased(report) or ["MAAS listed no disk"]
             ctx.event("erase.unproven", f"no evidence of erase for: {', '.join(missing)}")
-            return Hold(
-                "not_erased",
-                "MAAS released the machine but shows no evidence of erase for "
-                f"{', '.join(missing)[:300]}: disks NOT known erased; node quarantined",
-                {"erased": False, **updates},
-            )
+            ctx.data["unproven"] = ", ".join(missing)[:300]
+            ctx.save_now(erase_evidence=report)
+            return _out_of_the_pool(ctx, machine_of(ctx))
         ctx.event("erase.proven", f"{len(report['disks'])} disks erased, each by its own line")
     erased = None if mode == "none" else True
     if erased and ctx.wf.erased is not True:
@@ -125,6 +124,32 @@ def _released(ctx: Ctx, mode: str) -> Result:
         how = "disks were erased earlier in this workflow"
     return Done(
         f"released: MAAS shows Ready; {how}", {"erased": erased or ctx.wf.erased, **updates}
+    )
+
+
+def _out_of_the_pool(ctx: Ctx, machine: Machine) -> Result:
+    """MAAS released the machine to Ready, where anything allocating from MAAS could hand its
+    unerased disks to the next tenant: allocate it back (MAAS marks broken only for its owner),
+    then mark it Broken naming the disks, each once (docs/decommission.md, "Erase evidence")."""
+    sid, missing = machine.system_id, ctx.data["unproven"]
+    why = f"disks NOT known erased: {missing}"
+    if machine.status == S.READY and not ctx.sent("allocate"):
+        machine = ctx.maas.allocate(sid, comment=comment(ctx, "allocate to mark it broken"))
+        ctx.event(
+            "maas.action", f"allocated the Ready machine to mark it broken: {machine.status_name}"
+        )
+    if machine.status != S.BROKEN and not ctx.sent("mark_broken"):
+        machine = _step(
+            ctx,
+            "mark-broken (keeps the unerased machine out of the Ready pool)",
+            lambda: ctx.maas.mark_broken(sid, comment=comment(ctx, why)),
+        )
+    left = "Broken in MAAS" if machine.status == S.BROKEN else f"{machine.status_name} in MAAS"
+    return Hold(
+        "not_erased",
+        f"MAAS released the machine but shows no evidence of erase for {missing}: disks NOT "
+        f"known erased; machine left {left}; node quarantined",
+        {"erased": False},
     )
 
 

@@ -162,10 +162,19 @@ def test_a_disk_the_wipe_could_not_erase_holds_and_is_named(bench: Bench) -> Non
     result, events = run(wf, "release")
     assert (type(result).__name__, result.failure_class) == ("Hold", "not_erased")
     assert "nvme1n1" in result.message and "nvme0n1" not in result.message
-    disks = {d["name"]: d["outcome"] for d in result.updates["erase_evidence"]["disks"]}
+    wf.refresh_from_db()
+    disks = {d["name"]: d["outcome"] for d in wf.erase_evidence["disks"]}
     assert disks == {"nvme0n1": "erased", "nvme1n1": "failed"}
-    assert result.updates["erase_evidence"]["result_status"] == "Passed"
+    assert wf.erase_evidence["result_status"] == "Passed"
     assert "erase.unproven" in [e[0] for e in events]
+    # never left allocatable: taken back from MAAS's Ready pool and marked Broken, the disk named
+    machine = bench.sim.model.machines[wf.maas_system_id]
+    assert machine.status.label == "Broken"
+    assert (
+        "nvme1n1" in machine.error_description and "NOT known erased" in machine.error_description
+    )
+    assert bench.sim.mutations()[-2:] == ["machines.allocate", "machine.mark_broken"]
+    assert "machine left Broken in MAAS" in result.message
 
 
 # What an operator would notice if a rule of the decommission stages went missing.
