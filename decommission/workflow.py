@@ -4,6 +4,7 @@ each outcome."""
 from __future__ import annotations
 
 from maas_domain.models import EvidenceKind, Node, NodeState
+from maas_domain.models.inventory import DECOMMISSIONABLE
 from maas_domain.policy import Policy
 from maas_domain.services import evidence as evidence_services
 from workflows.kinds import WorkflowKind
@@ -86,4 +87,5 @@ KIND: WorkflowKind[Decommission] = WorkflowKind(
     cancel=CANCEL,
     adopt=adopt_stage,
     select_related=("site", "profile__site", "node"),
+    node_start=("decommission…", tuple(DECOMMISSIONABLE)),
 )

@@ -13,31 +13,32 @@ import json
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.db.models import Count, Prefetch, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from maas_domain import hardware
+from maas_domain import hardware, work
 from maas_domain import selectors as node_reads
-from maas_domain.access import ActionAdmin
+from maas_domain.access import Action, ActionAdmin, allowed
 from maas_domain.admin_common import (
     ReadOnlyAdmin,
 )
 from maas_domain.diagnostics import machine_diagnostics
-from maas_domain.errors import InvalidInput
+from maas_domain.errors import DomainError, InvalidInput
 from maas_domain.humanize import event_category, humanize_age
 from maas_domain.models import (
     Node,
     QuarantineEvidence,
     Sku,
 )
-from maas_domain.models.inventory import DECOMMISSIONABLE, NodeState
+from maas_domain.models.inventory import NodeState
+from maas_domain.services import cordons
 from maas_domain.services import skus as sku_services
 from maas_domain.work import OPEN_STATES
 
@@ -110,8 +111,9 @@ class NodeAdmin(ReadOnlyAdmin):
         "state_col",
         "maas_system_id",
         "ipmi_ip",
+        "cordoned",
         "updated",
-        "decommission_link",
+        "start_links",
     ]
     list_filter = ["state", "site", "sku"]
     search_fields = ["hostname", "maas_system_id", "ipmi_ip"]
@@ -131,12 +133,31 @@ class NodeAdmin(ReadOnlyAdmin):
         return f"{humanize_age(timezone.now() - node.updated_at)} ago"
 
     @admin.display(description="")
-    def decommission_link(self, node: Node) -> str:
-        """Opens the decommission start page for this node (which confirms before acting)."""
-        if node.state not in DECOMMISSIONABLE:
-            return ""
-        url = reverse("admin:decommission_decommission_add") + f"?node={node.pk}"
-        return format_html('<a href="{}">decommission…</a>', url)
+    def start_links(self, node: Node) -> SafeString:
+        """The start pages of the workflow kinds an operator starts on a node in its state
+        (each confirms before acting): the kinds declare it (``WorkflowKind.node_start``)."""
+        links = []
+        for kind in work.KINDS.values():
+            if kind.node_start is None or node.state not in kind.node_start[1]:
+                continue
+            meta = kind.model._meta
+            url = reverse(f"admin:{meta.app_label}_{meta.model_name}_add") + f"?node={node.pk}"
+            links.append(format_html('<a href="{}">{}</a>', url, kind.node_start[0]))
+        return format_html_join(" ", "{}", ((link,) for link in links))
+
+    @admin.display(description="cordons")
+    def cordoned(self, node: Node) -> str:
+        held = getattr(node, "active_cordons", None)
+        return ", ".join(sorted({c.reason for c in held})) if held else ""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related(
+                Prefetch("cordons", queryset=cordons.active(), to_attr="active_cordons")
+            )
+        )
 
     # -- the node page ----------------------------------------------------------------------
 
@@ -144,6 +165,8 @@ class NodeAdmin(ReadOnlyAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("<int:pk>/diagnostics/", wrap(self.diagnostics_view), name="node_diagnostics"),
+            path("<int:pk>/cordon/", wrap(self.cordon_view), name="node_cordon"),
+            path("<int:pk>/uncordon/", wrap(self.uncordon_view), name="node_uncordon"),
             *super().get_urls(),
         ]
 
@@ -203,12 +226,41 @@ class NodeAdmin(ReadOnlyAdmin):
             "diagnostics_url": reverse("admin:node_diagnostics", args=[node.pk])
             if node.maas_system_id
             else "",
-            "decommission_url": self.decommission_link(node),
+            "start_links": self.start_links(node),
+            "cordons": list(node.cordons.order_by("-id")[:50]),
+            "can_cordon": allowed(request.user, Action.OPERATE),
+            "can_uncordon": allowed(request.user, Action.ADMIN)
+            and cordons.active([node.pk]).exists(),
             "changelist_url": reverse("admin:maas_domain_node_changelist"),
             "sku_url": reverse("admin:maas_domain_sku_change", args=[node.sku_id]),
             "site_url": reverse("admin:maas_domain_maassite_change", args=[node.site_id]),
         }
         return TemplateResponse(request, "admin/maas_domain/node/detail.html", context)
+
+    def cordon_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """POST with a reason: the cordon service, as ``POST /nodes/{id}/cordon`` (operate)."""
+        return self._cordon_change(request, pk, Action.OPERATE, cordons.operator_cordon)
+
+    def uncordon_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """POST with a reason: every cordon lifted (admin), as ``POST /nodes/{id}/uncordon``."""
+        return self._cordon_change(request, pk, Action.ADMIN, cordons.operator_uncordon)
+
+    def _cordon_change(
+        self, request: HttpRequest, pk: int, action: Action, service: Any
+    ) -> HttpResponse:
+        node = self._node(request, pk)
+        if request.method != "POST":
+            return HttpResponse(status=405, headers={"Allow": "POST"})
+        if not allowed(request.user, action):
+            raise PermissionDenied
+        try:
+            service(actor=request.user, node_id=node.pk, reason=request.POST.get("reason", ""))
+        except DomainError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+        else:
+            done = "cordoned" if service is cordons.operator_cordon else "uncordoned"
+            self.message_user(request, f"Node {node.hostname} {done}.")
+        return HttpResponseRedirect(reverse("admin:maas_domain_node_change", args=[node.pk]))
 
     def quarantine_evidence(self, node: Node) -> list[tuple[str, str]]:
         """(label, URL) of each piece of evidence that put the node in quarantine, newest

@@ -71,6 +71,9 @@ class Kind(Protocol):
     @property
     def event_parent(self) -> str: ...  # the timeline row's foreign key to the workflow
 
+    @property
+    def node_start(self) -> tuple[str, tuple[str, ...]] | None: ...  # started from a node page
+
 
 KINDS: dict[str, Kind] = {}
 

@@ -44,4 +44,5 @@ KIND: WorkflowKind[Repair] = WorkflowKind(
     cancel=CANCEL,
     adopt=adopt_stage,
     select_related=("site", "profile__site", "node__sku"),
+    node_start=("repair…", (NodeState.QUARANTINED, NodeState.ACTIVE)),
 )

@@ -170,6 +170,9 @@ class WorkflowKind(Generic[M]):
     adopt: Callable[[M], tuple[str, dict[str, Any]]] | None = None
     admission_filter: Callable[[], Q] | None = None
     select_related: tuple[str, ...] = ()
+    # A kind an operator starts on a node from the node's page and list (its admin start page
+    # takes ``?node=<id>``): the link's label and the node states it is offered in.
+    node_start: tuple[str, tuple[str, ...]] | None = None
     stage_index: dict[str, int] = field(default_factory=dict, init=False)
     event_parent: str = field(default="", init=False)
 
