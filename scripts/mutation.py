@@ -50,8 +50,9 @@ TARGETS: dict[str, Target] = {
         ("workflows/step.py",), ("tests/workflow/test_engine.py", "tests/workflow/test_chain.py")
     ),
     "decommission-stages": Target(
-        ("decommission/stages.py",), ("tests/decommission/test_stages.py",)
+        ("decommission/stages/*.py",), ("tests/decommission/test_stages.py",)
     ),
+    "repair-stages": Target(("repair/stages/*.py",), ("tests/repair/test_stages.py",)),
     "onboarding-stages": Target(
         ("onboarding/stages/*.py",),
         (
