@@ -75,7 +75,8 @@ def populate() -> tuple[int, int]:
                 created_at, updated_at, profile_id, sku_id, ipmi_ip, created_machine, pxe_mac,
                 confirmed_host, bootstrap_token_hash, enrollment_token_hash,
                 site_bundle_version, agent_bootstrap_version, parent_kind, batch_canary,
-                node_failure, node_failure_detail, hardware_report, acceptance_report)
+                node_failure, node_failure_detail, hardware_report, acceptance_report,
+                layout_kept, recommission, deploys)
             SELECT CASE WHEN i %% 100 < 80 THEN 'succeeded' WHEN i %% 100 < 88 THEN 'failed'
                         WHEN i %% 100 < 93 THEN 'running' WHEN i %% 100 < 98 THEN 'waiting'
                         ELSE 'pending' END,
@@ -84,7 +85,8 @@ def populate() -> tuple[int, int]:
                    now() - (i || ' seconds')::interval, now(), %s, %s,
                    ('10.' || (i / 65536 %% 256) || '.' || (i / 256 %% 256) || '.'
                     || (i %% 256))::inet,
-                   false, '', '', '', '', '', '', '', false, '', '', '{}', '{}'
+                   false, '', '', '', '', '', '', '', false, '', '', '{}', '{}',
+                   false, false, true
             FROM generate_series(1, %s) AS i
             """,
             [site.pk, profile.pk, sku.pk, WORKFLOWS],

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -75,27 +76,48 @@ def record(
     reason: str = "",
 ) -> AuditLog:
     """Write one audit row in the caller's transaction (refuses to run outside one)."""
+    return record_many(actor=actor, entries=[Entry(action, target, before, after, reason)])[0]
+
+
+class Entry(NamedTuple):
+    """One audit row to write: what was done to what, before and after, and why."""
+
+    action: str
+    target: models.Model | tuple[str, Any]
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    reason: str = ""
+
+
+def record_many(*, actor: Actor, entries: Sequence[Entry]) -> list[AuditLog]:
+    """Write audit rows by one actor in one statement, in the caller's transaction (a change
+    that touches many rows at once: a reconcile run cordoning nodes)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit.record must run inside the mutation's transaction")
-    if isinstance(target, tuple):
-        target_type, target_id = target
-    else:
-        target_type, target_id = target._meta.label_lower, target.pk
     user: Any = actor if actor is not None and getattr(actor, "is_authenticated", False) else None
-    row = AuditLog.objects.create(
-        actor=user,
-        actor_name=actor_name(actor),
-        action=action,
-        target_type=target_type,
-        target_id=str(target_id),
-        before=redact(_jsonable(before)) if before is not None else None,
-        after=redact(_jsonable(after)) if after is not None else None,
-        reason=reason[:500],
-        correlation_id=context.current_correlation_id(),
-        api_token_id=context.api_token_id.get(),
-    )
+    rows = []
+    for action, target, before, after, reason in entries:
+        if isinstance(target, tuple):
+            target_type, target_id = target
+        else:
+            target_type, target_id = target._meta.label_lower, target.pk
+        rows.append(
+            AuditLog(
+                actor=user,
+                actor_name=actor_name(actor),
+                action=action,
+                target_type=target_type,
+                target_id=str(target_id),
+                before=redact(_jsonable(before)) if before is not None else None,
+                after=redact(_jsonable(after)) if after is not None else None,
+                reason=reason[:500],
+                correlation_id=context.current_correlation_id(),
+                api_token_id=context.api_token_id.get(),
+            )
+        )
+    AuditLog.objects.bulk_create(rows)
     if (rehearsal := dryrun.current()) is not None:
-        rehearsal.changes.append(
+        rehearsal.changes.extend(
             {
                 "action": row.action,
                 "target_type": row.target_type,
@@ -103,5 +125,6 @@ def record(
                 "before": row.before,
                 "after": row.after,
             }
+            for row in rows
         )
-    return row
+    return rows

@@ -68,10 +68,17 @@ def _check(event_type: str) -> None:
 def emit_other(event_type: str, payload: dict[str, Any]) -> OutboxEvent:
     """One registered event that is not a workflow's outcome, with its own payload, in the
     caller's transaction."""
+    return emit_others(event_type, [payload])[0]
+
+
+def emit_others(event_type: str, payloads: Sequence[dict[str, Any]]) -> list[OutboxEvent]:
+    """Events of one registered type in one statement, in the caller's transaction."""
     _check(event_type)
-    row = OutboxEvent.objects.create(type=event_type, payload=payload)
+    rows = OutboxEvent.objects.bulk_create(
+        [OutboxEvent(type=event_type, payload=p) for p in payloads]
+    )
     transaction.on_commit(_nudge, robust=True)
-    return row
+    return rows
 
 
 def emit(kind: str, what: str, wf: WorkflowRow, **extra: Any) -> OutboxEvent:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
@@ -76,10 +76,10 @@ def cordon_many(
     if not causes:
         return []
     ids = {n.pk for n, *_ in causes}
-    existing = set(active(ids).values_list("node_id", "reason", "source")) | set(
-        Cordon.objects.filter(node_id__in=ids)
-        .exclude(source="")
-        .values_list("node_id", "reason", "source")
+    existing = set(
+        Cordon.objects.filter(
+            Q(lifted_at__isnull=True) | ~Q(source=""), node_id__in=ids
+        ).values_list("node_id", "reason", "source")
     )
     by = audit.actor_name(actor) if actor is not None else ""
     made: list[Cordon | None] = []
@@ -93,17 +93,23 @@ def cordon_many(
         row = Cordon(node=node, reason=reason, source=source, detail=detail[:500], created_by=by)
         fresh.append(row)
         made.append(row)
+    if not fresh:
+        return made
     with transaction.atomic():
         Cordon.objects.bulk_create(fresh)
-        for row in fresh:
-            audit.record(
-                actor=actor,
-                action="node.cordon",
-                target=row.node,
-                after={"cordon_id": row.pk, "reason": row.reason, "source": row.source},
-                reason=row.detail,
-            )
-            events.emit_other(CORDONED, _payload(row.node, row, row.detail))
+        audit.record_many(
+            actor=actor,
+            entries=[
+                audit.Entry(
+                    "node.cordon",
+                    row.node,
+                    after={"cordon_id": row.pk, "reason": row.reason, "source": row.source},
+                    reason=row.detail,
+                )
+                for row in fresh
+            ],
+        )
+        events.emit_others(CORDONED, [_payload(row.node, row, row.detail) for row in fresh])
     return made
 
 

@@ -33,6 +33,7 @@ EXPECTED = {
     ("POST", "onboarding-batch-resume"): "operate",  # continues work, like resume
     ("POST", "site-probe"): "operate",
     ("POST", "node-cordon"): "operate",  # protective; uncordon stays admin
+    ("POST", "repair-requalify"): "operate",  # continues the repair's work
     ("POST", "reconciliation-run"): "operate",
     ("POST", "reconciliation-drift-resolve"): "operate",
     ("POST", "reconciliation-machine-drift-resolve"): "operate",

@@ -24,6 +24,7 @@ from maas_domain.models import (
     ApiToken,
     AuditLog,
     MaasSite,
+    Node,
     RoceAssignment,
     SiteProfile,
 )
@@ -33,6 +34,7 @@ from maas_domain.services.tokens import api_token_create
 from maas_domain.site_client import client_for_site
 from onboarding.models import Onboarding, OnboardingBatch
 from reconciliation.models import DriftRecord
+from repair.models import Repair
 from tests.support.flows import Flow, active_node
 from tests.support.openapi import openapi_document
 from tests.support.tokens import bearer_token
@@ -97,6 +99,18 @@ class World:
         self.free = active_node(flow, "dr-free", "10.20.9.2")
         self.allocation = Allocation.objects.create(node=self.held, holder="tenant-a")
         cordons.operator_cordon(actor=None, node_id=self.held.pk, reason="seeded")
+        self.broken = active_node(flow, "dr-broken", "10.20.9.6")
+        Node.objects.filter(pk=self.broken.pk).update(state="quarantined")
+        Onboarding.objects.create(
+            site=site, profile=profile, sku=sku, node=self.broken, hostname="dr-broken",
+            ipmi_ip="10.20.9.6", state="failed", stage="conformance", correlation_id="t",
+        )  # fmt: skip
+        fixing = active_node(flow, "dr-fixing", "10.20.9.7")
+        self.repair = Repair.objects.create(
+            site=site, node=fixing, profile=profile, hostname="dr-fixing",
+            maas_system_id=fixing.maas_system_id, state="waiting", stage="in_repair",
+            correlation_id="t",
+        )  # fmt: skip
         self.failed = Onboarding.objects.create(
             site=site, profile=profile, sku=sku, hostname="dr-failed", ipmi_ip="10.20.9.3",
             state="failed", stage="deploy", failure_class="deploy_failed", correlation_id="t",
@@ -165,6 +179,9 @@ class World:
             "roce_assignments_delete": ({"site_pk": site.pk, "id": self.roce.pk}, {}),
             "nodes_cordon": ({"id": self.free.pk}, {"reason": "suspect PSU"}),
             "nodes_uncordon": ({"id": self.held.pk}, {"reason": "PSU replaced"}),
+            "nodes_repair": ({"node_pk": self.broken.pk}, {"ticket": "RMA-1"}),
+            "repairs_verb": ({"id": self.repair.pk, "verb": "cancel"}, {"reason": "no"}),
+            "repairs_requalify": ({"id": self.repair.pk}, {"note": "fixed"}),
             "nodes_decommission": (
                 {"node_pk": self.held.pk},
                 {"mode": "full", "confirm": True, "force_release": True, "reason": "RMA"},

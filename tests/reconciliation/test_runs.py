@@ -68,7 +68,9 @@ def test_a_run_costs_one_listing_and_a_constant_number_of_queries(sim: Sim, site
     assert run.maas_requests == 2  # maas_user is set: no whoami
     big_again, _ = queries_of_a_run(big)
     assert (big_first, big_again) == (small_first, small_again)
-    assert big_first <= 20, big_first
+    # 20, and 5 to cordon the nodes of the run's new critical drift (their nodes, their
+    # cordons, then one insert each of cordons, audit rows and events), whatever their number
+    assert big_first <= 25, big_first
 
 
 @pytest.mark.django_db
