@@ -264,67 +264,97 @@ def _default(name: str) -> Any:
     return f.default_factory()  # type: ignore[operator]
 
 
-def _check_value(name: str, value: Any) -> tuple[Any, str | None]:
+Checked = tuple[Any, str | None]  # (clean value, None) or (None, reason)
+
+
+def _bool(value: Any, rules: Mapping[str, Any]) -> Checked:
+    return (value, None) if isinstance(value, bool) else (None, "Must be true or false.")
+
+
+def _int(value: Any, rules: Mapping[str, Any]) -> Checked:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None, "Must be an integer."
+    if value < rules["min"] or value > rules["max"]:
+        return None, f"Must be between {rules['min']} and {rules['max']}."
+    return value, None
+
+
+def _str(value: Any, rules: Mapping[str, Any]) -> Checked:
+    if not isinstance(value, str):
+        return None, "Must be a string."
+    if "choices" in rules and value not in rules["choices"]:
+        return None, f"Must be one of: {', '.join(rules['choices'])}."
+    if len(value) > rules.get("max_length", 512):
+        return None, f"At most {rules.get('max_length', 512)} characters."
+    pattern = rules.get("pattern")
+    if value and pattern and (reason := _PATTERNS[pattern](value)):
+        return None, reason
+    return value, None
+
+
+def _names(value: Any, rules: Mapping[str, Any]) -> Checked:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None, "Must be a list of strings."
+    if len(value) > rules["max_items"]:
+        return None, f"At most {rules['max_items']} entries."
+    bad = [v for v in value if not _SCRIPT_NAME.fullmatch(v)]
+    if bad:
+        return None, f"Not a script name: {bad[0]!r} (names only, never script content)."
+    return list(value), None
+
+
+def _parameters(value: Any, rules: Mapping[str, Any]) -> Checked:
+    if not isinstance(value, dict):
+        return None, "Must be an object of names to strings."
+    if len(value) > rules["max_items"]:
+        return None, f"At most {rules['max_items']} entries."
+    for key, text in value.items():
+        if not _SCRIPT_NAME.fullmatch(key):
+            return None, f"Not a parameter name: {key!r} (<script>_<parameter> or <parameter>)."
+        limit = rules["max_length"]
+        if not isinstance(text, str) or len(text) > limit:
+            return None, f"The value of {key!r} must be a string of at most {limit} characters."
+        if any(ord(c) < 32 or ord(c) == 127 for c in text):
+            return None, f"The value of {key!r} must not contain control characters."
+    return dict(value), None
+
+
+def _timeouts(value: Any, rules: Mapping[str, Any]) -> Checked:
+    if not isinstance(value, dict):
+        return None, "Must be an object of stage name to seconds."
+    known = _catalogue.keys()
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        return None, f"Unknown stage {unknown[0]!r}; stages are: {', '.join(sorted(known))}."
+    for stage, seconds in value.items():
+        if isinstance(seconds, bool) or not isinstance(seconds, int):
+            return None, f"Timeout for {stage!r} must be an integer number of seconds."
+        if not rules["min"] <= seconds <= rules["max"]:
+            return None, f"Timeout for {stage!r} must be {rules['min']}..{rules['max']}s."
+    return dict(value), None
+
+
+# One checker per field type of the catalogue (a field of another type is a bug: KeyError).
+_CHECKERS: dict[str, Callable[[Any, Mapping[str, Any]], Checked]] = {
+    "bool": _bool,
+    "int": _int,
+    "str": _str,
+    "tuple[str, ...]": _names,
+    "dict[str, str]": _parameters,
+    "dict[str, int]": _timeouts,
+}
+
+
+# every field of the catalogue has its checker (checked when the module loads)
+assert {str(f.type) for f in POLICY_FIELDS.values()} <= set(_CHECKERS), (
+    "a policy type lacks a checker"
+)
+
+
+def _check_value(name: str, value: Any) -> Checked:
     """Return (clean value, None) or (None, reason)."""
     f = POLICY_FIELDS[name]
-    rules = f.metadata
-    kind = f.type
-    if kind == "bool":
-        return (value, None) if isinstance(value, bool) else (None, "Must be true or false.")
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            return None, "Must be an integer."
-        if value < rules["min"] or value > rules["max"]:
-            return None, f"Must be between {rules['min']} and {rules['max']}."
-        return value, None
-    if kind == "str":
-        if not isinstance(value, str):
-            return None, "Must be a string."
-        if "choices" in rules and value not in rules["choices"]:
-            return None, f"Must be one of: {', '.join(rules['choices'])}."
-        if len(value) > rules.get("max_length", 512):
-            return None, f"At most {rules.get('max_length', 512)} characters."
-        pattern = rules.get("pattern")
-        if value and pattern and (reason := _PATTERNS[pattern](value)):
-            return None, reason
-        return value, None
-    if kind == "tuple[str, ...]":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            return None, "Must be a list of strings."
-        if len(value) > rules["max_items"]:
-            return None, f"At most {rules['max_items']} entries."
-        bad = [v for v in value if not _SCRIPT_NAME.fullmatch(v)]
-        if bad:
-            return None, f"Not a script name: {bad[0]!r} (names only, never script content)."
-        return list(value), None
-    if kind == "dict[str, str]":
-        if not isinstance(value, dict):
-            return None, "Must be an object of names to strings."
-        if len(value) > rules["max_items"]:
-            return None, f"At most {rules['max_items']} entries."
-        for key, text in value.items():
-            if not _SCRIPT_NAME.fullmatch(key):
-                return None, f"Not a parameter name: {key!r} (<script>_<parameter> or <parameter>)."
-            limit = rules["max_length"]
-            if not isinstance(text, str) or len(text) > limit:
-                return None, f"The value of {key!r} must be a string of at most {limit} characters."
-            if any(ord(c) < 32 or ord(c) == 127 for c in text):
-                return None, f"The value of {key!r} must not contain control characters."
-        return dict(value), None
-    if kind == "dict[str, int]":
-        if not isinstance(value, dict):
-            return None, "Must be an object of stage name to seconds."
-        known = _catalogue.keys()
-        unknown = sorted(set(value) - set(known))
-        if unknown:
-            return None, f"Unknown stage {unknown[0]!r}; stages are: {', '.join(sorted(known))}."
-        for stage, seconds in value.items():
-            if isinstance(seconds, bool) or not isinstance(seconds, int):
-                return None, f"Timeout for {stage!r} must be an integer number of seconds."
-            if not rules["min"] <= seconds <= rules["max"]:
-                return None, f"Timeout for {stage!r} must be {rules['min']}..{rules['max']}s."
-        return dict(value), None
-    raise AssertionError(f"policy field {name} has unsupported type {kind}")
+    return _CHECKERS[str(f.type)](value, f.metadata)
 
 
 def validate_policy(patch: Any, *, field_name: str = "policy") -> dict[str, Any]:

@@ -121,121 +121,141 @@ def site_probe(
         confirm_url_matches(site=site, confirm_maas_url=confirm_maas_url)
     profiles = list(SiteProfile.objects.filter(site=site, status=ProfileStatus.ACTIVE))
     creds = {c.kind: c for c in SiteCredential.objects.filter(site=site)}
-    key_ref = creds.get(CredentialKind.MAAS_API_KEY)
+    auth = _Auth(site, creds.get(CredentialKind.MAAS_API_KEY), confirming, dry_run,
+                 unconfirmed_dry_run=dry_run and confirm_maas_url is not None)  # fmt: skip
     run = _Run()
-    client: MaasClient | None = None
-    promoted: int | None = None
-
-    def connect() -> str:
-        nonlocal client, promoted
-        if key_ref is not None and not key_ref.bound_to(site) and not confirming:
-            if dry_run and confirm_maas_url is not None:
-                raise CheckFailed(
-                    "not checked: a dry run never sends the API key to an address that is not "
-                    "confirmed yet (without dry_run the confirmation is recorded first)"
-                )
-            raise CheckFailed(unconfirmed_message(site))
-        candidates = []
-        if key_ref is not None and key_ref.pending_version:
-            candidates.append(key_ref.pending_version)
-        if key_ref is not None and key_ref.version:
-            candidates.append(key_ref.version)
-        if not candidates:
-            raise CheckFailed("no MAAS API key is set for this site")
-        last_error: MaasError | None = None
-        rejected = ""
-        for version in candidates:
-            key = _key(key_ref, version)
-            assert key is not None
-            client = client_for_site(site, api_key=key, **_timeouts())
-            try:
-                client.version()
-                user = client.whoami()
-            except MaasAuthError as exc:
-                last_error = exc
-                if key_ref is not None and version == key_ref.pending_version:
-                    rejected = f" (new key version {version} was rejected; it stays pending)"
-                continue
-            if key_ref is not None and version == key_ref.pending_version:
-                promoted = version
-            if not user.is_superuser:
-                raise CheckFailed(f"MAAS user {user.username!r} is not an administrator")
-            if site.maas_user and user.username != site.maas_user:
-                raise CheckFailed(
-                    f"the key belongs to {user.username!r}, expected {site.maas_user!r}"
-                )
-            rotated = " (new key confirmed)" if promoted else rejected
-            return f"authenticated as {user.username} (admin){rotated}"
-        assert last_error is not None
-        raise last_error
-
-    # connectivity first, on its own, so an unreachable MAAS is named as such
-    def reachable() -> str:
-        anonymous = anonymous_client_for_site(site, **_timeouts())
-        try:
-            return f"MAAS {anonymous.version().version} answered"
-        finally:
-            anonymous.close()
-
-    after_auth = ("version", "boot_resources", "pxe_subnets", "testing_scripts")
-    if not run.check("connectivity", reachable):
-        for name in ("authentication", *after_auth):
-            run.skip(name, "MAAS is unreachable")
-    elif not run.check("authentication", connect) or client is None:
-        for name in after_auth:
-            run.skip(name, "not authenticated")
-    else:
-        maas = client
-
-        def version() -> str:
-            info = maas.version()
-            missing = [c for c in REQUIRED_CAPABILITIES if c not in info.capabilities]
-            major = int(info.version.split(".")[0]) if info.version[:1].isdigit() else 0
-            if major < MIN_MAJOR_VERSION:
-                raise CheckFailed(f"MAAS {info.version} is older than {MIN_MAJOR_VERSION}.0")
-            if missing:
-                raise CheckFailed(f"MAAS {info.version} lacks capabilities: {', '.join(missing)}")
-            return f"MAAS {info.version}"
-
-        def boot_resources() -> str:
-            return _boot_resources(profiles, maas.boot_resources())
-
-        def pxe_subnets() -> str:
-            return _pxe_subnets(site, profiles, maas.subnets())
-
-        def testing_scripts() -> str:
-            return _testing_scripts(site, profiles, maas)
-
-        run.check("version", version)
-        run.check("boot_resources", boot_resources)
-        run.check("pxe_subnets", pxe_subnets)
-        run.check("testing_scripts", testing_scripts)
-    if client is not None:
-        client.close()
-
-    def power() -> str:
-        ipmi = creds.get(CredentialKind.IPMI_DEFAULT)
-        if ipmi is None or ipmi.version is None:
-            raise CheckFailed("no default IPMI credentials are set for this site")
-        return "default IPMI credentials set"
-
-    run.check("power_credentials", power)
-
-    def node_trust() -> str:
-        if problems := trust_problems(site):
-            raise CheckFailed("; ".join(f"{k}: {' '.join(v)}" for k, v in problems.items()))
-        return trust_summary(site)
-
-    run.check("node_trust", node_trust)
+    try:
+        _maas_checks(run, site, profiles, auth)
+    finally:
+        if auth.client is not None:
+            auth.client.close()
+    run.check("power_credentials", lambda: _power(creds))
+    run.check("node_trust", lambda: _node_trust(site))
     if dry_run:
         _, result, _ = _outcome(run)
         return {
             "site_id": site.pk,
             **result,
             "dry_run": True,
-            "would_confirm_key_version": promoted,
+            "would_confirm_key_version": auth.promoted,
         }
-    return _record(actor=actor, site=site, run=run, promoted=promoted, confirming=confirming)
+    return _record(actor=actor, site=site, run=run, promoted=auth.promoted, confirming=confirming)
+
+
+AFTER_AUTH = ("version", "boot_resources", "pxe_subnets", "testing_scripts")
+
+
+def _maas_checks(run: _Run, site: MaasSite, profiles: list[SiteProfile], auth: _Auth) -> None:
+    """Connectivity first, on its own, so an unreachable MAAS is named as such; then the key;
+    then what needs an authenticated client (each skipped, naming why, when it cannot run)."""
+    if not run.check("connectivity", lambda: _reachable(site)):
+        for name in ("authentication", *AFTER_AUTH):
+            run.skip(name, "MAAS is unreachable")
+        return
+    if not run.check("authentication", auth.connect) or auth.client is None:
+        for name in AFTER_AUTH:
+            run.skip(name, "not authenticated")
+        return
+    maas = auth.client
+    run.check("version", lambda: _version(maas))
+    run.check("boot_resources", lambda: _boot_resources(profiles, maas.boot_resources()))
+    run.check("pxe_subnets", lambda: _pxe_subnets(site, profiles, maas.subnets()))
+    run.check("testing_scripts", lambda: _testing_scripts(site, profiles, maas))
+
+
+class _Auth:
+    """The authentication check: a pending (rotated) key first, then the confirmed one; the
+    client of the one MAAS accepted (``client``) and a pending version it confirmed
+    (``promoted``)."""
+
+    def __init__(
+        self,
+        site: MaasSite,
+        key_ref: SiteCredential | None,
+        confirming: bool,
+        dry_run: bool,
+        *,
+        unconfirmed_dry_run: bool,
+    ) -> None:
+        self.site, self.key_ref, self.confirming = site, key_ref, confirming
+        self.dry_run, self.unconfirmed_dry_run = dry_run, unconfirmed_dry_run
+        self.client: MaasClient | None = None
+        self.promoted: int | None = None
+
+    def candidates(self) -> list[int]:
+        ref = self.key_ref
+        if ref is not None and not ref.bound_to(self.site) and not self.confirming:
+            if self.unconfirmed_dry_run:
+                raise CheckFailed(
+                    "not checked: a dry run never sends the API key to an address that is not "
+                    "confirmed yet (without dry_run the confirmation is recorded first)"
+                )
+            raise CheckFailed(unconfirmed_message(self.site))
+        found = [v for v in (ref.pending_version, ref.version) if v] if ref is not None else []
+        if not found:
+            raise CheckFailed("no MAAS API key is set for this site")
+        return found
+
+    def connect(self) -> str:
+        ref, site = self.key_ref, self.site
+        last_error: MaasError | None = None
+        rejected = ""
+        for version in self.candidates():
+            key = _key(ref, version)
+            assert key is not None and ref is not None
+            self.client = client_for_site(site, api_key=key, **_timeouts())
+            try:
+                self.client.version()
+                user = self.client.whoami()
+            except MaasAuthError as exc:
+                last_error = exc
+                if version == ref.pending_version:
+                    rejected = f" (new key version {version} was rejected; it stays pending)"
+                continue
+            if version == ref.pending_version:
+                self.promoted = version
+            if not user.is_superuser:
+                raise CheckFailed(f"MAAS user {user.username!r} is not an administrator")
+            if site.maas_user and user.username != site.maas_user:
+                raise CheckFailed(
+                    f"the key belongs to {user.username!r}, expected {site.maas_user!r}"
+                )
+            rotated = " (new key confirmed)" if self.promoted else rejected
+            return f"authenticated as {user.username} (admin){rotated}"
+        assert last_error is not None
+        raise last_error
+
+
+def _reachable(site: MaasSite) -> str:
+    anonymous = anonymous_client_for_site(site, **_timeouts())
+    try:
+        return f"MAAS {anonymous.version().version} answered"
+    finally:
+        anonymous.close()
+
+
+def _version(maas: MaasClient) -> str:
+    info = maas.version()
+    missing = [c for c in REQUIRED_CAPABILITIES if c not in info.capabilities]
+    major = int(info.version.split(".")[0]) if info.version[:1].isdigit() else 0
+    if major < MIN_MAJOR_VERSION:
+        raise CheckFailed(f"MAAS {info.version} is older than {MIN_MAJOR_VERSION}.0")
+    if missing:
+        raise CheckFailed(f"MAAS {info.version} lacks capabilities: {', '.join(missing)}")
+    return f"MAAS {info.version}"
+
+
+def _power(creds: dict[str, SiteCredential]) -> str:
+    ipmi = creds.get(CredentialKind.IPMI_DEFAULT)
+    if ipmi is None or ipmi.version is None:
+        raise CheckFailed("no default IPMI credentials are set for this site")
+    return "default IPMI credentials set"
+
+
+def _node_trust(site: MaasSite) -> str:
+    if problems := trust_problems(site):
+        raise CheckFailed("; ".join(f"{k}: {' '.join(v)}" for k, v in problems.items()))
+    return trust_summary(site)
 
 
 def _boot_resources(profiles: list[SiteProfile], resources: list[BootResource]) -> str:
