@@ -26,7 +26,8 @@ BASE = "/api/v1/admin/reconciliation"
 
 def populate(sim: Sim, site: MaasSite, n: int) -> None:
     """n healthy deployed nodes, plus a tenth as many of: unknown machines, missing machines,
-    hostname mismatches (so every write path of the ledger runs)."""
+    hostname mismatches, and a machine left Failed deployment to our user (so every write path
+    of the ledger runs, and the leak's workflow is looked up)."""
     sku = make_sku()
     k = max(n // 10, 1)
     for i in range(n):
@@ -38,6 +39,7 @@ def populate(sim: Sim, site: MaasSite, n: int) -> None:
         make_node(
             site, sku=sku, hostname=f"gone{n}-{i}", maas_system_id=f"zz{n}{i}", state="active"
         )
+    sim.add(hostname=f"leak{n}", status="failed_deployment")
 
 
 def queries_of_a_run(site: MaasSite) -> tuple[int, ReconcileRun]:
@@ -53,7 +55,7 @@ def test_a_run_costs_one_listing_and_a_constant_number_of_queries(sim: Sim, site
     populate(sim, site, 5)
     small_first, run = queries_of_a_run(site)
     small_again, _ = queries_of_a_run(site)
-    assert run.drift_opened == 3  # unknown, missing, hostname
+    assert run.drift_opened == 4  # unknown, missing, hostname, leak
 
     big = MaasSite.objects.create(name="big", maas_url=sim.url, maas_user="admin")
     from maas_domain.services.credentials import site_credentials_write
@@ -62,7 +64,7 @@ def test_a_run_costs_one_listing_and_a_constant_number_of_queries(sim: Sim, site
     populate(sim, big, 60)
     sim.reset_counters()
     big_first, run = queries_of_a_run(big)
-    assert run.machines_seen == 5 + 1 + 60 + 6  # the same MAAS: both sites see every machine
+    assert run.machines_seen == 5 + 1 + 1 + 60 + 6 + 1  # one MAAS: both sites see every machine
     assert sim.count("machines.read") == 1  # one listing, not a request per node
     assert sim.count("machines.power_parameters") == 1
     assert run.maas_requests == 2  # maas_user is set: no whoami
