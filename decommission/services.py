@@ -2,7 +2,9 @@
 
 Checks, all before anything changes: the node exists and is in a state a decommission may take
 (active, quarantined, or draining after an earlier decommission), no other workflow is open on
-it (one open workflow per node across kinds, under the node's row lock), the site's guardrails,
+it (one open workflow per node across kinds, under the node's row lock; an onboarding that only
+waits at enrollment for the node's agent in a run that redeployed nothing is superseded, never a
+reason to refuse), the site's guardrails,
 the policy allows the mode, and the node's allocations are drained — or, with
 ``force_release``, force-released here (each audited, and in the timeline).
 """
@@ -19,6 +21,7 @@ from maas_domain.models.inventory import DECOMMISSIONABLE
 from maas_domain.services.guardrails import guard_problems, site_problems
 from maas_domain.work import open_on_node
 from onboarding.models import Onboarding
+from onboarding.services import supersede, waiting_for_agent
 from workflows.scheduling import Start, start_workflow
 
 from .models import Decommission, Mode
@@ -71,7 +74,9 @@ def decommission_start(
                 "quarantined or draining node",
                 node={"id": node.pk, "state": node.state},
             )
-        if busy := open_on_node(node.pk):
+        # a rerun that only waits for the node's agent never blocks a reimage: it is superseded
+        waiting = waiting_for_agent(node.pk)
+        if busy := open_on_node(node.pk, exclude={("onboarding", w.pk) for w in waiting}):
             raise Conflict(
                 f"node {node.hostname} has an open {busy[0]['kind']} "
                 f"({busy[0]['id']}, {busy[0]['state']})",
@@ -133,6 +138,15 @@ def decommission_start(
             raise Conflict(f"node {node.hostname} already has an open decommission") from exc
         for allocation in held:
             _force_release(wf, allocation, actor=actor, reason=reason)
+        for onboarding in waiting:
+            supersede(onboarding, actor=actor, by=f"{mode} decommission {wf.pk} ({name})")
+            KIND.add_event(
+                wf,
+                "onboarding.superseded",
+                f"onboarding {onboarding.pk} waited at enrollment for the node's agent: superseded",
+                actor=name,
+                onboarding_id=onboarding.pk,
+            )
     return wf
 
 

@@ -189,6 +189,25 @@ class Policy:
             "Ready in MAAS once commissioned, judged and tested."
         ),
     )
+    leak_auto_sweep: bool = field(
+        default=False,
+        metadata=_doc(
+            "Reconciliation sweeps by itself a leaked machine (held by our MAAS user in Failed "
+            "deployment, commissioning, testing or disk erasing, no open workflow) that never "
+            'reached a tenant, once two runs saw it (docs/reconciliation.md, "Leaks"). Off: '
+            "only an operator's sweep."
+        ),
+    )
+    rerun_enrollment_window: int = field(
+        default=600,
+        metadata=_doc(
+            "Seconds a rerun or retry that redeployed nothing waits at enrollment for the "
+            "node's agent to check in with this attempt's tokens; then it ends with the reason "
+            '(docs/onboarding.md, "Reruns and adopt").',
+            min=60,
+            max=86400,
+        ),
+    )
     stage_timeouts: dict[str, int] = field(
         default_factory=dict,
         metadata=_doc(

@@ -42,6 +42,7 @@ class Behaviour:
     delay: float = 0.0  # real seconds before the call
     repeat: int = 1  # how many times the agent calls (2 = a replay)
     checkin: float = 0.0  # real seconds between a running agent's check-ins (0: none)
+    reenroll: bool = True  # handed newer tokens, it enrolls again (False: it only keeps them)
 
 
 @dataclass
@@ -89,8 +90,9 @@ class NodeSide:
         self, sim: Any, machine: Any, config: dict[str, Any], behaviour: Behaviour
     ) -> None:
         """While the machine stays deployed with this payload, the running agent checks in
-        with the bootstrap token it holds; handed newer tokens, it reports its start and
-        enrolls again with them."""
+        with the bootstrap token it holds; handed newer tokens, it keeps them and (unless
+        ``reenroll`` is off: an agent that only swaps its tokens) reports its start and enrolls
+        again with them."""
         user_data, unreachable = machine.user_data, 0
         while unreachable < 5:  # the control plane went away for good
             if self._stopped.wait(behaviour.checkin):
@@ -117,7 +119,8 @@ class NodeSide:
                 "bootstrap_token": data["bootstrap_token"],
                 "enrollment_token": data["enrollment_token"],
             }
-            self._enroll(machine.system_id, {**config, "site_bundle_version": ""}, behaviour)
+            if behaviour.reenroll:
+                self._enroll(machine.system_id, {**config, "site_bundle_version": ""}, behaviour)
 
     def _report(self, system_id: str, config: dict[str, Any], phase: str, outcome: str) -> None:
         body = {

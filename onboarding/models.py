@@ -99,6 +99,16 @@ class Onboarding(Workflow):
     # Whose tokens the machine's node holds: the attempt of the payload MAAS last deployed, or
     # the attempt whose tokens a check-in handed over (docs/onboarding.md, "Tokens").
     node_token_attempt = models.PositiveIntegerField(null=True, blank=True)
+    # The attempt whose payload MAAS last deployed (deploy sends it): a run whose attempt is not
+    # this one redeployed nothing, so only a check-in can give the node its tokens and its wait
+    # at enrollment is bounded by policy rerun_enrollment_window (docs/onboarding.md, "Reruns").
+    deployed_attempt = models.PositiveIntegerField(null=True, blank=True)
+    # The node agent's latest accepted check-in and whose tokens it held then (recorded at most
+    # once a minute per attempt); and when a run that redeployed nothing adopted the node's
+    # standing enrollment because its agent checked in with this attempt's tokens.
+    agent_checkin_at = models.DateTimeField(null=True, blank=True)
+    agent_checkin_attempt = models.PositiveIntegerField(null=True, blank=True)
+    enrollment_adopted_at = models.DateTimeField(null=True, blank=True)
     bootstrap_token_hash = models.CharField(max_length=64, blank=True, default="")
     enrollment_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
     site_bundle_version = models.CharField(max_length=64, blank=True, default="")

@@ -195,9 +195,19 @@ def onboarding_checkin(
                 answer: dict[str, Any] = {"action": "none", "onboarding_id": wf.pk}
                 newer = wf.is_open and wf.token_attempt == wf.attempt != held
                 tokens = payload.read_tokens(wf) if newer else None
-                if tokens is not None:
+                if tokens is None:
+                    _checked_in(wf, held)
+                else:
                     wf.node_token_attempt = wf.attempt
-                    wf.save(update_fields=["node_token_attempt", "updated_at"])
+                    wf.agent_checkin_at, wf.agent_checkin_attempt = timezone.now(), held
+                    wf.save(
+                        update_fields=[
+                            "node_token_attempt",
+                            "agent_checkin_at",
+                            "agent_checkin_attempt",
+                            "updated_at",
+                        ]
+                    )
                     KIND.add_event(
                         wf,
                         "node.tokens_rotated",
@@ -215,6 +225,34 @@ def onboarding_checkin(
                 return answer
     _refuse_node(found, "checkin", f"refused a check-in: invalid bootstrap token ({attempt})")
     raise Forbidden(REPORT_REFUSED)
+
+
+# A running agent checks in every minute or so for months: its check-in is written at most once
+# this often per attempt it holds (docs/onboarding.md, "Reruns and adopt" reads it).
+CHECKIN_RECORD_SECONDS = 60
+
+
+def _checked_in(wf: Onboarding, held: int | None) -> None:
+    """Record an accepted check-in that changed nothing (without touching ``updated_at``: a
+    check-in is not a change of the workflow). One with this attempt's tokens wakes a run
+    waiting at enrollment for it: that run may adopt the node's enrollment now."""
+    now = timezone.now()
+    last = wf.agent_checkin_at
+    if (
+        wf.agent_checkin_attempt == held
+        and last is not None
+        and (now - last).total_seconds() < CHECKIN_RECORD_SECONDS
+    ):
+        return
+    Onboarding.objects.filter(pk=wf.pk).update(agent_checkin_at=now, agent_checkin_attempt=held)
+    current = wf.is_open and held == wf.attempt and wf.agent_checkin_attempt != held
+    if current and wf.state == WorkflowState.WAITING and wf.stage == "enrollment":
+        KIND.add_event(
+            wf,
+            "node.checked_in",
+            f"the node's agent checked in holding attempt {held}'s tokens",
+        )
+        wake(KIND, wf.pk, "node agent checked in with this attempt's tokens")
 
 
 def _refuse_node(

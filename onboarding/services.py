@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
 
-from maas_domain import audit
+from maas_domain import audit, events
 from maas_domain.errors import Conflict, GuardrailFailed, InvalidInput
 from maas_domain.models import MaasSite, Node, NodeState, SiteProfile, Sku
 from maas_domain.services.guardrails import guard_problems, target_problems
-from maas_domain.work import open_on_node
+from maas_domain.work import WorkflowState, open_on_node
 from onboarding.models import Onboarding
 from onboarding.workflow import KIND
 from workflows.scheduling import Start, start_workflow
@@ -169,3 +171,52 @@ def onboarding_start(
 
 
 # -- the preflight report (POST /onboardings?dry_run=true) ----------------------------------------
+
+
+# -- a reimage supersedes a run that only waits for the node's agent ---------------------------
+
+SUPERSEDABLE = (WorkflowState.PENDING, WorkflowState.RUNNING, WorkflowState.WAITING)
+
+
+def waiting_for_agent(node_id: int) -> list[Onboarding]:
+    """Open onboardings of the node (locked) that only wait for its agent: at ``enrollment`` in a
+    run that redeployed nothing (a rerun or retry of a deployed machine), not run for another
+    workflow, not frozen by an operator. Nothing of theirs is in flight in MAAS (that stage sends
+    MAAS nothing), so a decommission of the node supersedes them instead of being refused
+    (docs/onboarding.md, "Reruns and adopt")."""
+    return list(
+        Onboarding.objects.select_for_update()
+        .filter(node_id=node_id, stage="enrollment", state__in=SUPERSEDABLE, parent_kind="")
+        .exclude(deployed_attempt=F("attempt"))
+        .order_by("id")
+    )
+
+
+def supersede(wf: Onboarding, *, actor: audit.Actor, by: str) -> None:
+    """End ``wf`` (locked by ``waiting_for_agent``) as ``failed`` with class ``superseded``, in
+    the caller's transaction: audited, on its timeline, its outcome event sent. A live execution
+    finds it no longer owns the row. Not the node's failure: nothing is quarantined and no
+    batch budget is spent."""
+    before = {"state": wf.state, "stage": wf.stage, "attempt": wf.attempt}
+    reason = (
+        f"superseded by {by}: it waited at enrollment for the node's agent and had sent MAAS "
+        "nothing in this run"
+    )
+    wf.fail()
+    wf.failure_class, wf.reason = "superseded", reason[:500]
+    wf.finished_at, wf.next_check_at = timezone.now(), None
+    wf.lease_owner, wf.lease_expires_at = "", None
+    wf.dispatch = F("dispatch") + 1
+    wf.save()
+    wf.refresh_from_db()
+    name = audit.actor_name(actor)
+    KIND.add_event(wf, "workflow.superseded", reason, actor=name)
+    events.emit(KIND.name, "failed", wf, failure_class=wf.failure_class, reason=wf.reason)
+    audit.record(
+        actor=actor,
+        action="onboarding.superseded",
+        target=wf,
+        before=before,
+        after={"state": wf.state, "failure_class": wf.failure_class},
+        reason=reason,
+    )

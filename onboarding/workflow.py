@@ -103,7 +103,7 @@ def _on_reopen(wf: Onboarding) -> None:
         _take_back_from_quarantine(wf)
     if wf.token_attempt != wf.attempt:  # a new attempt: its tokens are not even minted yet
         wf.enrolled_at = wf.enrolled_attempt = None
-        wf.agent_started_at = None
+        wf.agent_started_at = wf.enrollment_adopted_at = None
 
 
 def _take_back_from_quarantine(wf: Onboarding) -> None:

@@ -14,7 +14,8 @@ from maas_domain.access import Action, allowed
 from maas_domain.admin_common import ReadOnlyAdmin
 from maas_domain.errors import DomainError
 from reconciliation import services
-from reconciliation.models import DriftRecord, NodeMaasState, ReconcileRun
+from reconciliation import sweep as leaks
+from reconciliation.models import DriftKind, DriftRecord, NodeMaasState, ReconcileRun
 
 
 @admin.register(ReconcileRun)
@@ -39,7 +40,7 @@ class DriftRecordAdmin(ReadOnlyAdmin):
     """The drift ledger. Resolutions call the same service as the API (one audit row per
     record, with the operator's name); a record that cannot take one is reported, not changed."""
 
-    actions = ["acknowledge", "adopt_maas_value", "mark_manual_intervention"]
+    actions = ["acknowledge", "adopt_maas_value", "mark_manual_intervention", "sweep_leaks"]
     list_select_related = ["site", "node"]
     show_full_result_count = False
 
@@ -83,6 +84,35 @@ class DriftRecordAdmin(ReadOnlyAdmin):
         self, request: HttpRequest, queryset: QuerySet[DriftRecord]
     ) -> None:
         self._resolve(request, queryset, "mark-manual-intervention")
+
+    @admin.action(description="Sweep selected leaks (release, or mark Broken, in MAAS)")
+    def sweep_leaks(self, request: HttpRequest, queryset: QuerySet[DriftRecord]) -> None:
+        """The API's sweep, one machine per selected leak (docs/reconciliation.md, "Leaks"):
+        the machine is read again and refused, naming why, when it is no longer a leak."""
+        if not allowed(request.user, Action.ADMIN):  # it releases machines: the API's class
+            raise PermissionDenied
+        done, refused = [], []
+        for rec in queryset.select_related("site"):
+            if rec.kind != DriftKind.LEAK or not rec.system_id:
+                refused.append(f"{rec.pk} ({rec.kind}): not a leak")
+                continue
+            try:
+                answer = leaks.sweep(
+                    actor=request.user,
+                    site=rec.site,
+                    system_id=rec.system_id,
+                    reason="sweep from the admin",
+                )
+            except DomainError as exc:
+                refused.append(f"{rec.hostname or rec.system_id}: {exc.message}")
+                continue
+            for plan in answer["swept"]:
+                erase = f", {plan['erase']} erase" if plan["action"] == "release" else ""
+                done.append(f"{plan['hostname']} ({plan['action']}{erase})")
+        if done:
+            self.message_user(request, f"Swept by {request.user}: " + "; ".join(done))
+        if refused:
+            self.message_user(request, "Not swept: " + "; ".join(refused), messages.WARNING)
 
     list_display = [
         "id",

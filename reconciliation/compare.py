@@ -24,6 +24,13 @@ from reconciliation.models import DriftKind, Severity
 
 S = NodeStatus
 OWNED = {S.ALLOCATED, S.DEPLOYING, S.DEPLOYED}  # "allocated or deployed": a leak when unclaimed
+# A failure MAAS leaves the machine in, still held by the user that asked (MAAS keeps the owner
+# of a failed deployment, commissioning, test or erase): a leak when unclaimed too, and the
+# ones the ``sweep`` verb takes (reconciliation/sweep.py; docs/reconciliation.md, "Leaks").
+FAILED_HELD = frozenset(
+    {S.FAILED_DEPLOYMENT, S.FAILED_COMMISSIONING, S.FAILED_TESTING, S.FAILED_DISK_ERASING}
+)
+LEAKABLE = OWNED | FAILED_HELD
 # Workflow states whose stage is judged (pending has not started; manual_intervention is frozen
 # on purpose and already in front of an operator).
 JUDGED_WORKFLOW_STATES = ACTIVE_STATES
@@ -198,13 +205,13 @@ def compare(
         subject = f"machine:{m.system_id}"
         base2: dict[str, Any] = {"system_id": m.system_id, "hostname": m.hostname}
         observed = {"status": m.status_name or label(m.status), "owner": m.owner or None}
-        if m.status in OWNED and our_user and m.owner == our_user:
+        if held_by_us(m, our_user):
             out.findings.append(
                 Finding(
                     subject,
                     DriftKind.LEAK,
                     Severity.CRITICAL,
-                    f"{m.hostname} ({m.system_id}) is {observed['status']} to {m.owner} "
+                    f"{m.hostname} ({m.system_id}) is {_held(m, str(observed['status']))} "
                     "with no node or open workflow of ours",
                     {"observed": observed},
                     **base2,
@@ -224,6 +231,17 @@ def compare(
     return out
 
 
+def held_by_us(m: MachineSummary, our_user: str) -> bool:
+    """MAAS shows the machine held by our MAAS user: allocated or deployed to it, or left failed
+    while it held it. Unclaimed by a node in service or an open workflow, that is a leak."""
+    return bool(our_user) and m.owner == our_user and m.status in LEAKABLE
+
+
+def _held(m: MachineSummary, status: str) -> str:
+    """'Deployed to maascp', 'Failed deployment, held by maascp'."""
+    return f"{status} to {m.owner}" if m.status in OWNED else f"{status}, held by {m.owner},"
+
+
 def _judge_node(
     out: Outcome,
     subject: str,
@@ -240,13 +258,13 @@ def _judge_node(
     accepted_power = state.accepted_power_state if state else ""
     status_label = m.status_name or label(m.status)
     unclaimed = wf is None and node.state != NodeState.ACTIVE
-    if unclaimed and m.status in OWNED and our_user and m.owner == our_user:
+    if unclaimed and held_by_us(m, our_user):
         add(
             Finding(
                 subject,
                 DriftKind.LEAK,
                 Severity.CRITICAL,
-                f"{m.hostname} ({m.system_id}) is {status_label} to {m.owner} but node "
+                f"{m.hostname} ({m.system_id}) is {_held(m, status_label)} but node "
                 f"{node.hostname} is {node.state} with no open workflow",
                 {
                     "observed": {"status": status_label, "owner": m.owner},

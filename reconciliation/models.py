@@ -79,6 +79,9 @@ class ReconcileRun(Lifecycle):
     drift_opened = models.PositiveIntegerField(default=0)
     drift_cleared = models.PositiveIntegerField(default=0)
     drift_open = models.PositiveIntegerField(default=0)
+    leaks_swept = models.PositiveIntegerField(
+        default=0, help_text="Leaks the run swept by itself (policy leak_auto_sweep)."
+    )
     maas_requests = models.PositiveSmallIntegerField(default=0)
     maas_errors = models.JSONField(default=list, blank=True)
     reason = models.CharField(max_length=500, blank=True, default="")

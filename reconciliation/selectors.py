@@ -38,6 +38,7 @@ def run_summary(run: ReconcileRun | None) -> dict[str, Any] | None:
         "drift_opened": run.drift_opened,
         "drift_cleared": run.drift_cleared,
         "drift_open": run.drift_open,
+        "leaks_swept": run.leaks_swept,
         "maas_requests": run.maas_requests,
         "maas_errors": run.maas_errors,
         "reason": run.reason,

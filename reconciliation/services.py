@@ -2,9 +2,9 @@
 
 A run reads MAAS in bulk (one machine listing and one power-parameters read per site, plus a
 ``whoami`` when the site row does not name its MAAS user), then compares and writes in one short
-transaction with a constant number of SQL queries. It never changes MAAS. A MAAS (or secrets)
-failure fails the run with a reason and leaves the ledger untouched: no false drift, nothing
-cleared.
+transaction with a constant number of SQL queries. It changes MAAS only where a policy asks it to
+sweep a leak that never reached a tenant (``sweep.auto_sweep``). A MAAS (or secrets) failure
+fails the run with a reason and leaves the ledger untouched: no false drift, nothing cleared.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from maas_domain.secrets import SecretsError
 from maas_domain.services import cordons
 from maas_domain.site_client import client_for_site
 from maas_domain.validators import hostname_error, ipv4_error
-from reconciliation import compare, hardware
+from reconciliation import compare, hardware, sweep
 from reconciliation.models import (
     ACTIVE_DRIFT,
     ACTIVE_RUN,
@@ -277,6 +277,9 @@ def _reconcile(run: ReconcileRun) -> None:
         run=run, site=site, machines=machines, power=power, our_user=our_user, read_at=read_at,
         hardware_seen=seen,
     )  # fmt: skip
+    # the policy's own sweeps of leaks that never reached a tenant (docs/reconciliation.md,
+    # "Leaks"): after the ledger is written, outside its transaction
+    run.leaks_swept = sweep.auto_sweep(run, machines, our_user)
 
 
 def _workflow_rows(site_id: int) -> list[compare.WorkflowRow]:
@@ -364,6 +367,7 @@ def apply_listing(
             stuck_grace=timedelta(seconds=settings.RECONCILE_STUCK_GRACE_SECONDS),
         )
         _write_states(site, outcome, states, now)
+        outcome.findings = sweep.name_leavers(site.pk, outcome.findings)
         if hardware_seen is not None:
             kept = {k: (s[-2], s[-1]) for k, s in states.items()}
             outcome.findings += hardware.record(hardware_seen, kept, machines, now)

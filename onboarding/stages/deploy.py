@@ -203,13 +203,14 @@ def deploy(ctx: Ctx) -> Result:
             + (" with hardware sync" if policy.hardware_sync_required else ""),
             deploy_try=tries + 1,
         )
-        # the node will hold this attempt's tokens and report a new first boot (written with
-        # the result: a report that lands first changes the row, and the stage runs again)
+        # the node will hold this attempt's tokens and report a new first boot, and this run's
+        # wait at enrollment is a first boot's (written with the result: a report that lands
+        # first changes the row, and the stage runs again)
         return Wait(
             "deploying",
             machine.system_id,
             int(S.DEPLOYING),
             DEPLOY_WATCH,
-            {**NEW_FIRST_BOOT, "node_token_attempt": wf.attempt},
+            {**NEW_FIRST_BOOT, "node_token_attempt": wf.attempt, "deployed_attempt": wf.attempt},
         )
     return Fail("unexpected_state", f"machine is {machine.status_name} in MAAS during deploy")

@@ -91,6 +91,9 @@ class RunSummarySerializer(serializers.Serializer[Any]):
     drift_opened = serializers.IntegerField()
     drift_cleared = serializers.IntegerField()
     drift_open = serializers.IntegerField()
+    leaks_swept = serializers.IntegerField(
+        help_text="Leaks the run swept by itself (policy leak_auto_sweep)."
+    )
     maas_requests = serializers.IntegerField()
     maas_errors = serializers.JSONField()
     reason = serializers.CharField()
@@ -136,3 +139,60 @@ class StatusSerializer(serializers.Serializer[Any]):
 
 class ResolvedSerializer(serializers.Serializer[Any]):
     resolved = DriftSerializer(many=True)
+
+
+class SweepSerializer(StrictMixin, serializers.Serializer[Any]):
+    """Sweep one leaked machine of a site (``system_id``), or every leak of the site."""
+
+    site_id = serializers.IntegerField(min_value=1)
+    system_id = serializers.RegexField(
+        r"^[0-9A-Za-z_-]{1,32}$", required=False, help_text="One machine; without it, the site."
+    )
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True)
+
+
+class SweepPlanSerializer(serializers.Serializer[Any]):
+    """What the sweep did (or would do) to one machine, and why (docs/reconciliation.md,
+    "Leaks")."""
+
+    system_id = serializers.CharField()
+    hostname = serializers.CharField()
+    status = serializers.CharField(help_text="MAAS's status when the sweep read it.")
+    action = serializers.ChoiceField(choices=["release", "mark_broken"])
+    erase = serializers.ChoiceField(
+        choices=["none", "quick", "secure"], help_text="The erase the release asks MAAS for."
+    )
+    erase_owed = serializers.CharField(
+        help_text="Marked Broken (MAAS cannot release it) although it may hold a tenant's "
+        "data: the erase its policy asks for, owed by its way back into service."
+    )
+    tenant_data = serializers.BooleanField(help_text="A tenant may have written to it.")
+    why = serializers.CharField(help_text="What in our records decided tenant_data.")
+    policy_from = serializers.CharField(help_text="Whose policy gave the erase mode.")
+    left_by = serializers.JSONField(
+        allow_null=True, help_text="The latest workflow of any kind on the machine."
+    )
+    node_id = serializers.IntegerField(allow_null=True)
+    node_state = serializers.CharField()
+    auto_sweep = serializers.BooleanField(
+        help_text="Its policy (leak_auto_sweep) lets reconciliation sweep it by itself."
+    )
+    outcome = serializers.ChoiceField(choices=["planned", "swept", "failed"])
+    maas_status = serializers.CharField(help_text="What MAAS answered the call with.")
+    error = serializers.CharField()
+
+
+class SweepSkippedSerializer(serializers.Serializer[Any]):
+    system_id = serializers.CharField()
+    hostname = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class SweptSerializer(serializers.Serializer[Any]):
+    dry_run = serializers.BooleanField(help_text="True: the plans; nothing was sent to MAAS.")
+    site_id = serializers.IntegerField()
+    swept = SweepPlanSerializer(many=True)
+    failed = SweepPlanSerializer(many=True, help_text="MAAS refused these; nothing recorded.")
+    skipped = SweepSkippedSerializer(
+        many=True, help_text="Held by us failed, but claimed (an open workflow, a node in service)."
+    )

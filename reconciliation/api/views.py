@@ -10,6 +10,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from maas_domain import dryrun
 from maas_domain.access import Action
 from maas_domain.api.filters import IdFilter
 from maas_domain.api.idempotency import idempotent
@@ -18,6 +19,7 @@ from maas_domain.errors import InvalidInput
 from maas_domain.models import MaasSite
 from maas_domain.models.sites import SiteStatus
 from reconciliation import selectors, services
+from reconciliation import sweep as leaks
 from reconciliation.api.serializers import (
     DriftSerializer,
     ResolvedSerializer,
@@ -25,6 +27,8 @@ from reconciliation.api.serializers import (
     RunSerializer,
     RunsSerializer,
     StatusSerializer,
+    SweepSerializer,
+    SweptSerializer,
 )
 from reconciliation.models import DriftKind, DriftRecord, DriftState, Severity
 
@@ -61,7 +65,9 @@ class ReconciliationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Drift
         "run": Action.OPERATE,
         "resolve_node": Action.OPERATE,
         "resolve_machine": Action.OPERATE,
+        "sweep": Action.ADMIN,  # releases (and may erase) machines in MAAS
     }
+    dry_run_plans = frozenset({"sweep"})  # the sweep's plans, read from MAAS; nothing sent
     queryset = DriftRecord.objects.order_by("-last_seen_at", "-id")
 
     @extend_schema(
@@ -81,8 +87,8 @@ class ReconciliationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Drift
         summary="Reconcile a site now",
         description=(
             "Queue a reconcile run for a site (or every active site): MAAS is read and "
-            "compared with our records; the drift ledger is updated. Reconciliation never "
-            "changes MAAS."
+            "compared with our records; the drift ledger is updated. A run changes MAAS only "
+            "where a policy (leak_auto_sweep) lets it sweep a leak that never reached a tenant."
         ),
         request=RunSerializer,
         responses={202: RunsSerializer},
@@ -159,3 +165,42 @@ class ReconciliationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Drift
             return Response({"resolved": DriftSerializer(records, many=True).data})
 
         return idempotent(request, go)
+
+    @extend_schema(
+        operation_id="leaks_sweep",
+        summary="Sweep leaked machines",
+        description=(
+            "Give back machines MAAS shows held by our MAAS user in Failed deployment, Failed "
+            "commissioning, Failed testing or Failed disk erasing with nothing of ours claiming "
+            "them: one (`system_id`) or every one of the site. Failed deployment and Failed disk "
+            "erasing are released, with the erase of the machine's policy when a tenant may "
+            'have written to it (docs/reconciliation.md, "Leaks": the rule); Failed '
+            "commissioning and Failed testing, which MAAS cannot release, are marked Broken. "
+            "One machine in another state, held by someone else or claimed answers 409 naming "
+            "it. Audited per machine. With `dry_run=true`: the plans, nothing sent."
+        ),
+        request=SweepSerializer,
+        responses={200: SweptSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    def sweep(self, request: Request) -> Response:
+        dry_run = dryrun.active()
+
+        def go() -> Response:
+            body = SweepSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            data = body.validated_data
+            site = MaasSite.objects.filter(pk=data["site_id"]).first()
+            if site is None:
+                raise InvalidInput("Invalid input.", fields={"site_id": ["Site not found."]})
+            return Response(
+                leaks.sweep(
+                    actor=request.user,
+                    site=site,
+                    system_id=data.get("system_id", ""),
+                    reason=data.get("reason", ""),
+                    dry_run=dry_run,
+                )
+            )
+
+        return go() if dry_run else idempotent(request, go)

@@ -204,6 +204,7 @@ class World:
                 {"action": "acknowledge", "reason": "known"},
             ),
             "reconciliation_run": ({}, {}),
+            "leaks_sweep": ({}, {"site_id": site.pk, "reason": "clean-up"}),
             "skus_create": ({}, {"code": "gpu-8x-b200", "name": "8x B200", "gpu_count": 8}),
             "skus_update": ({"id": f.sku.pk}, {"name": "8x H100 SXM"}),
             "skus_delete": ({"id": f.sku.pk}, {}),

@@ -108,3 +108,26 @@ def test_no_answer_says_where_and_why(fake_cli: Any, fake_api: Any, tmp_path: Pa
         f"maasctl: POST {fake_api.url}/api/v1/admin/skus: no answer within 0.3 s; it may have "
         "been applied: look before retrying"
     ) in slow.stderr
+
+
+def test_leaks_sweep_asks_first_sends_the_site_and_machine_and_fails_on_a_refusal(
+    fake_cli: Any, fake_api: Any
+) -> None:
+    swept = {"hostname": "c07", "system_id": "abc123", "status": "Failed deployment",
+             "action": "release", "erase": "none", "erase_owed": "", "tenant_data": False,
+             "outcome": "swept", "why": "it never reached a tenant", "error": ""}  # fmt: skip
+    refused = {**swept, "hostname": "c08", "outcome": "failed", "error": "conflict: busy"}
+    answer = {"dry_run": False, "site_id": 1, "swept": [swept], "failed": [], "skipped": []}
+    fake_api.on("POST", "/reconciliation/leaks/sweep", answer)
+    result = fake_cli("leaks", "sweep", "--site", "1", "--machine", "abc123", input="n\n")
+    assert result.exit_code != 0 and fake_api.sent == []  # not confirmed: nothing sent
+    result = fake_cli("leaks", "sweep", "--site", "1", "--machine", "abc123", "--yes",
+                      "--reason", "INC-7")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [sent] = fake_api.sent
+    assert sent.body == {"site_id": 1, "system_id": "abc123", "reason": "INC-7"}
+    assert "idempotency-key" in sent.headers
+    assert "c07" in result.stdout and "never reached a tenant" in result.stdout
+    fake_api.on("POST", "/reconciliation/leaks/sweep", {**answer, "failed": [refused]})
+    result = fake_cli("leaks", "sweep", "--site", "1", "--yes")
+    assert result.exit_code == 1 and "conflict: busy" in result.stdout

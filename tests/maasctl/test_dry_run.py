@@ -69,6 +69,7 @@ MUTATING: list[tuple[tuple[str, ...], str, str, str | None]] = [
     (("storage-cleanup", "4"), "POST", "/nodes/4/storage-cleanup", None),
     (("drift", "resolve", "4"), "POST", "/reconciliation/drift/4/resolve", None),
     (("reconcile", "run"), "POST", "/reconciliation/run", None),
+    (("leaks", "sweep", "--site", "1"), "POST", "/reconciliation/leaks/sweep", None),
     (("roce", "import", "ROCE", "--site", "1"), "POST", "/maas-sites/1/roce-assignments", None),
     *(((kind, verb, "5"), "POST", f"/{kind}/5/{verb}", None)
       for kind in ("onboardings", "decommissions") for verb in VERBS),
@@ -78,7 +79,7 @@ READ_ONLY = {
     "sites list", "sites show", "profiles list", "profiles show", "skus list", "skus show",
     "nodes list", "nodes show", "nodes timeline", "nodes evidence", "allocations list",
     "tokens list",
-    "batches list", "batches show", "drift list", "reconcile status", "roce list",
+    "batches list", "batches show", "drift list", "reconcile status", "roce list", "leaks list",
     *(f"{kind} {c}" for kind in ("onboardings", "decommissions")
       for c in ("list", "show", "timeline", "watch")),
     "onboardings batches", "onboardings batch",
@@ -144,7 +145,8 @@ def test_dry_run_sends_the_same_request_with_dry_run_true_and_asks_nothing(
 
 # one answer every command can print
 ANSWER = {"id": 1, "size": 1, "runs": [], "resolved": [], "token": "mcp_x", "scope": "read",
-          "checks": [], "health": "healthy", "state": "pending"}  # fmt: skip
+          "checks": [], "health": "healthy", "state": "pending", "swept": [], "failed": [],
+          "skipped": []}  # fmt: skip
 
 
 def _options(args: list[str]) -> set[str]:

@@ -4,19 +4,21 @@ per behaviour an operator sees, on a real worker, the simulator and its node sid
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from maas_client.client import MaasClient
 from maas_client.status import NodeStatus
-from maas_domain.models import Node, OutboxEvent
+from maas_domain.models import AuditLog, Node, OutboxEvent
 from maas_simulator.node import NodeSide
 from onboarding.batches import onboarding_start_batch
 from onboarding.models import Onboarding, OnboardingBatch
-from tests.support.flows import Flow, settle, start, wait_until
+from tests.support.flows import Flow, settle, settle_decommission, start, wait_until
 from tests.support.maas import API_KEY, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -138,6 +140,88 @@ def test_rerun_of_a_succeeded_onboarding_sends_maas_nothing_and_succeeds(
     assert "already Deployed in MAAS; adopted" in messages["deploy"]
     assert Node.objects.get(onboardings=wf).state == "active"
     assert [c["attempt"] for c in node_side.calls] == [1, 2]
+
+
+def waiting_at_enrollment(pk: int) -> bool:
+    return Onboarding.objects.filter(pk=pk, stage="enrollment", state="waiting").exists()
+
+
+def succeeded_then_rerun(flow: Flow, api: APIClient, host: str, ip: str) -> Onboarding:
+    """An onboarding of ``host`` that succeeded, rerun: attempt 2 redeploys nothing."""
+    flow.sim.add(hostname=host, status="ready", power_address=ip)
+    first = settle(start(flow, host, ip).pk)
+    assert first.state == "succeeded", first.reason
+    flow.sim.reset_counters()
+    assert verb(api, first.pk, "rerun")["attempt"] == 2
+    return first
+
+
+def test_rerun_adopts_the_enrollment_of_an_agent_that_takes_the_tokens_but_does_not_reenroll(
+    flow: Flow, node_side: NodeSide, api: APIClient
+) -> None:
+    node_side.set("lv13", checkin=0.2, reenroll=False)  # it swaps its tokens, nothing more
+    first = succeeded_then_rerun(flow, api, "lv13", "10.40.0.13")
+    wf = settle(first.pk)
+    assert wf.state == "succeeded", (wf.failure_class, wf.reason)
+    assert wf.enrollment_adopted_at is not None and wf.enrolled_attempt is None
+    assert (wf.attempt, wf.token_attempt, wf.node_token_attempt, wf.agent_checkin_attempt) == (
+        2, 2, 2, 2,
+    )  # fmt: skip
+    kinds = list(wf.events.filter(attempt=2).values_list("kind", flat=True))
+    assert "node.tokens_rotated" in kinds and "node.checked_in" in kinds
+    assert "node.enrolled" not in kinds
+    adopted = wf.events.get(attempt=2, kind="stage.completed", stage="enrollment")
+    assert "adopted the node's enrollment" in adopted.message
+    assert flow.sim.mutations() == []
+    assert Node.objects.get(onboardings=wf).state == "active"
+
+
+def test_rerun_whose_agent_never_checks_in_ends_with_the_reason_and_leaves_the_node_active(
+    flow: Flow, node_side: NodeSide, api: APIClient
+) -> None:
+    first = succeeded_then_rerun(flow, api, "lv14", "10.40.0.14")  # its agent never checks in
+    wait_until(
+        lambda: Onboarding.objects.filter(
+            pk=first.pk, stage="enrollment", state="waiting"
+        ).exists(),
+        what="the rerun waiting at enrollment",
+    )
+    # the window (600 s by default) passes: the check-in it asked for finds it over
+    Onboarding.objects.filter(pk=first.pk).update(
+        stage_started_at=timezone.now() - timedelta(seconds=601), next_check_at=timezone.now()
+    )
+    wf = settle(first.pk)
+    assert (wf.state, wf.stage, wf.failure_class) == ("failed", "enrollment", "agent_unconfirmed")
+    assert "its agent has never checked in" in wf.reason
+    assert Node.objects.get(onboardings=wf).state == "active"  # the node is as it was
+    assert flow.sim.mutations() == []
+
+
+def test_a_reimage_supersedes_a_rerun_waiting_for_the_nodes_agent(
+    flow: Flow, node_side: NodeSide, api: APIClient
+) -> None:
+    first = succeeded_then_rerun(flow, api, "lv15", "10.40.0.15")
+    wait_until(
+        lambda: Onboarding.objects.filter(
+            pk=first.pk, stage="enrollment", state="waiting"
+        ).exists(),
+        what="the rerun waiting at enrollment",
+    )
+    node = Node.objects.get(onboardings=first)
+    answer = api.post(
+        f"/api/v1/admin/nodes/{node.pk}/decommission",
+        {"mode": "reimage", "profile_id": flow.profile.pk, "reason": "fresh image"},
+        format="json",
+    )
+    assert answer.status_code == 202, answer.json()
+    rerun = Onboarding.objects.get(pk=first.pk)
+    assert (rerun.state, rerun.failure_class) == ("failed", "superseded")
+    assert f"reimage decommission {answer.json()['id']}" in rerun.reason
+    assert rerun.events.filter(kind="workflow.superseded").exists()
+    assert AuditLog.objects.filter(action="onboarding.superseded", target_id=str(rerun.pk)).exists()
+    done = settle_decommission(answer.json()["id"])
+    assert done.state == "succeeded", (done.failure_class, done.reason)
+    assert Node.objects.get(pk=node.pk).state == "active"
 
 
 def test_adopt_of_a_machine_recommissioned_by_hand_finishes_the_workflow(

@@ -241,7 +241,7 @@ def test_deploy_adopts_a_deployed_machine_and_keeps_the_payload_the_node_runs(
     assert (name(result), result.message) == ("Done", "already Deployed in MAAS; adopted (jammy)")
     wf.refresh_from_db()
     # this attempt's tokens are minted; the node still holds attempt 1's until it checks in
-    assert (wf.token_attempt, wf.node_token_attempt) == (2, 1)
+    assert (wf.token_attempt, wf.node_token_attempt, wf.deployed_attempt) == (2, 1, None)
     assert bench.sim.mutations(sid) == []
 
 
@@ -255,7 +255,7 @@ def test_a_deploy_sent_records_whose_tokens_the_node_will_hold(bench: Bench) -> 
     done(wf, run(wf, "payload")[0])
     run(wf, "deploy", record=True)
     wf.refresh_from_db()
-    assert wf.node_token_attempt == 3
+    assert wf.node_token_attempt == wf.deployed_attempt == 3  # its enrollment is a first boot's
     assert wf.site_bundle_done_at is None  # a new first boot: the new payload must report again
 
 
@@ -784,3 +784,118 @@ def test_deploy_refuses_a_machine_in_a_state_it_cannot_deploy(bench: Bench) -> N
         "machine is New in MAAS during deploy",
     )
     assert bench.sim.mutations(sid) == []
+
+
+# -- a run that redeployed nothing: a bounded wait, an adopted enrollment or a clear end ----------
+
+
+def undeployed(bench: Bench, hostname: str, ip: str, **fields: Any) -> Onboarding:
+    """A rerun (attempt 2) of a node attempt 1 deployed: MAAS shows it Deployed, so this run
+    deployed nothing; its tokens are minted and the node still holds attempt 1's."""
+    from django.utils import timezone
+
+    sid = bench.sim.add(hostname=hostname, status="deployed")
+    base: dict[str, Any] = {
+        "maas_system_id": sid,
+        "attempt": 2,
+        "token_attempt": 2,
+        "deployed_attempt": 1,
+        "node_token_attempt": 1,
+        "stage": "enrollment",
+        "stage_started_at": timezone.now(),
+    }
+    return bench.onboarding(hostname, ip, **{**base, **fields})
+
+
+def enrolled_in_attempt(wf: Onboarding, attempt: int) -> None:
+    """The node's agent enrolled in that attempt (as onboarding/node.py records it)."""
+    wf.events.create(kind="node.enrolled", attempt=attempt, message="node agent 1.0 enrolled")
+
+
+def ago(seconds: int) -> Any:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return timezone.now() - timedelta(seconds=seconds)
+
+
+def test_a_run_that_redeployed_nothing_waits_only_its_window_then_says_what_it_saw(
+    bench: Bench,
+) -> None:
+    wf = undeployed(bench, "u1", "10.5.4.1")
+    enrolled_in_attempt(wf, 1)
+    result, _ = run(wf, "enrollment")
+    assert name(result) == "Wait" and "at most 600s" in result.message
+    assert result.check_in <= 601
+    Onboarding.objects.filter(pk=wf.pk).update(stage_started_at=ago(601))
+    result, _ = run(wf, "enrollment")
+    assert (name(result), result.failure_class) == ("Fail", "agent_unconfirmed")
+    assert "its agent has never checked in" in result.message
+    assert "rerun_enrollment_window" in result.message and "reimage" in result.message
+    assert result.data["window"] == 600 and result.data["standing_enrollment"] == 1
+    # an agent that checked in before this run (with the tokens it held) but not since
+    Onboarding.objects.filter(pk=wf.pk).update(agent_checkin_at=ago(700), agent_checkin_attempt=1)
+    result, _ = run(wf, "enrollment")
+    assert "has not checked in since" in result.message and "attempt 1's tokens" in result.message
+    # handed this attempt's tokens, then silent
+    Onboarding.objects.filter(pk=wf.pk).update(node_token_attempt=2)
+    assert "was handed attempt 2's tokens" in run(wf, "enrollment")[0].message
+    # the window is the policy's
+    bench.policy(rerun_enrollment_window=60)
+    Onboarding.objects.filter(pk=wf.pk).update(stage_started_at=ago(61))
+    assert run(wf, "enrollment")[0].failure_class == "agent_unconfirmed"
+    Onboarding.objects.filter(pk=wf.pk).update(stage_started_at=ago(30))
+    assert name(run(wf, "enrollment")[0]) == "Wait"
+    assert bench.sim.mutations() == []
+
+
+def test_a_run_that_redeployed_nothing_adopts_an_agent_holding_this_attempts_tokens(
+    bench: Bench,
+) -> None:
+    from django.utils import timezone
+
+    wf = undeployed(bench, "u2", "10.5.4.2", node_token_attempt=2)
+    enrolled_in_attempt(wf, 1)
+    Onboarding.objects.filter(pk=wf.pk).update(agent_checkin_at=ago(5), agent_checkin_attempt=2)
+    result, _ = run(wf, "enrollment")
+    assert name(result) == "Done", result
+    assert "adopted the node's enrollment" in result.message
+    assert "attempt 2's tokens" in result.message and "(attempt 1)" in result.message
+    assert result.updates["enrollment_adopted_at"] <= timezone.now()
+    # its completion gates hold on the adopted enrollment
+    done(wf, result)
+    Onboarding.objects.filter(pk=wf.pk).update(stage="complete", site_bundle_version="")
+    assert name(run(wf, "complete")[0]) == "Done"
+    Onboarding.objects.filter(pk=wf.pk).update(enrollment_adopted_at=None)
+    gates = run(wf, "complete")[0].data["gates"]
+    assert [g for g, ok in gates.items() if not ok] == ["agent_started", "enrolled",
+                                                        "current_attempt"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"agent_checkin_attempt": 1}, "the tokens it holds are attempt 1's"),
+        ({"agent_checkin_at": "old"}, "its check-in is older than the window"),
+        ({"standing": False}, "its agent never enrolled with the payload the machine runs"),
+        ({"deployed_attempt": 2}, "this run deployed: its node must enroll"),
+    ],
+)
+def test_an_enrollment_is_adopted_only_on_its_every_condition(
+    bench: Bench, change: dict[str, Any], why: str
+) -> None:
+    wf = undeployed(bench, "u3", "10.5.4.3", node_token_attempt=2)
+    if change.pop("standing", True):
+        enrolled_in_attempt(wf, 1)
+    if change.get("agent_checkin_at") == "old":
+        change["agent_checkin_at"] = ago(700)
+    fields = {"agent_checkin_at": ago(5), "agent_checkin_attempt": 2, **change}
+    Onboarding.objects.filter(pk=wf.pk).update(**fields)
+    assert name(run(wf, "enrollment")[0]) == "Wait", why
+
+
+def test_a_run_that_deployed_waits_for_its_first_boot_past_the_window(bench: Bench) -> None:
+    wf = undeployed(bench, "u4", "10.5.4.4", deployed_attempt=2, stage_started_at=ago(1000))
+    result, _ = run(wf, "enrollment")
+    assert (name(result), result.message) == ("Wait", "waiting for the node agent to enroll")

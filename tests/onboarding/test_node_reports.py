@@ -4,6 +4,7 @@ start, apart from enrollment, proving itself with the bootstrap token of the pay
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -225,3 +226,35 @@ def test_check_in_refuses_anything_but_the_held_bootstrap_token(which: str) -> N
     wf.refresh_from_db()
     assert wf.node_token_attempt == 1
     assert wf.events.filter(kind="node.report_refused").count() == 1
+
+
+def test_a_check_in_is_recorded_at_most_once_a_minute_without_changing_the_workflow() -> None:
+    wf, first = waiting(node_token_attempt=1)
+    Onboarding.objects.filter(pk=wf.pk).update(state="succeeded")
+    updated = Onboarding.objects.get(pk=wf.pk).updated_at
+    assert checkin(wf, 1, first.bootstrap).status_code == 200
+    wf.refresh_from_db()
+    assert wf.agent_checkin_attempt == 1 and wf.agent_checkin_at is not None
+    assert wf.updated_at == updated  # a check-in is not a change of the workflow
+    seen = wf.agent_checkin_at
+    checkin(wf, 1, first.bootstrap)
+    wf.refresh_from_db()
+    assert wf.agent_checkin_at == seen  # within the minute: not written again
+    Onboarding.objects.filter(pk=wf.pk).update(agent_checkin_at=seen - timedelta(seconds=61))
+    checkin(wf, 1, first.bootstrap)
+    wf.refresh_from_db()
+    assert wf.agent_checkin_at > seen
+    assert checkin(wf, 1, "A" * 43).status_code == 403
+    wf.refresh_from_db()
+    assert wf.agent_checkin_at > seen and wf.agent_checkin_attempt == 1  # a refusal records none
+
+
+def test_a_check_in_with_this_attempts_tokens_wakes_a_rerun_waiting_at_enrollment() -> None:
+    wf, first, second = rerun_of_a_deployed_node()
+    assert checkin(wf, 1, first.bootstrap).json()["action"] == "reenroll"  # handed over
+    wf.refresh_from_db()
+    assert (wf.agent_checkin_attempt, wf.state) == (1, "waiting")  # it held attempt 1's then
+    assert checkin(wf, 2, second.bootstrap).json()["action"] == "none"
+    wf.refresh_from_db()
+    assert (wf.agent_checkin_attempt, wf.state) == (2, "running")  # the stage looks again
+    assert wf.events.filter(kind="node.checked_in").count() == 1

@@ -434,3 +434,59 @@ def test_a_status_without_its_name_is_shown_by_its_label() -> None:
     (finding,) = run([m], [node()]).findings
     assert finding.message == "MAAS shows n1 Ready; expected Deployed (node is active)"
     assert finding.detail["observed"] == "Ready"
+
+
+FAILED_HELD = [
+    (S.FAILED_DEPLOYMENT, "Failed deployment"),
+    (S.FAILED_COMMISSIONING, "Failed commissioning"),
+    (S.FAILED_TESTING, "Failed testing"),
+    (S.FAILED_DISK_ERASING, "Failed disk erasing"),
+]
+
+
+def test_a_machine_left_failed_and_held_by_us_with_nothing_of_ours_is_a_leak() -> None:
+    for status, name in FAILED_HELD:
+        m = machine(sid="zz9", hostname="stray", status=status, status_name=name)
+        assert run([m], []).findings == [
+            Finding(
+                "machine:zz9",
+                "leak",
+                "critical",
+                f"stray (zz9) is {name}, held by maascp, with no node or open workflow of ours",
+                {"observed": {"status": name, "owner": "maascp"}},
+                system_id="zz9",
+                hostname="stray",
+            )
+        ], name
+        # held by someone else, or by nobody: not ours
+        assert kinds(run([m._replace(owner="someone")], [])) == ["unknown_machine"]
+        assert kinds(run([m._replace(owner="")], [])) == ["unknown_machine"]
+        # a workflow claims it (by system id or hostname): motion, not a leak
+        claimed = workflow(node_id=None, system_id="zz9", hostname="x")
+        assert run([m], [], [claimed]).findings == []
+    # other statuses we may hold (Releasing, Broken, Ready) are not leaks
+    for status in (S.RELEASING, S.BROKEN, S.READY, S.DISK_ERASING):
+        assert kinds(run([machine(status=status)], [])) == ["unknown_machine"]
+
+
+def test_a_failed_onboardings_node_whose_machine_it_left_failed_is_a_leak() -> None:
+    m = machine(status=S.FAILED_DEPLOYMENT, status_name="Failed deployment")
+    out = run([m], [node(state="provisioning")])
+    assert out.findings == [
+        Finding(
+            "node:1",
+            "leak",
+            "critical",
+            "n1 (abc) is Failed deployment, held by maascp, but node n1 is provisioning with "
+            "no open workflow",
+            {
+                "observed": {"status": "Failed deployment", "owner": "maascp"},
+                "node_state": "provisioning",
+            },
+            **BASE,
+        )
+    ]
+    # an open workflow drives it (a retry): not a leak
+    assert "leak" not in kinds(run([m], [node(state="provisioning")], [workflow()]))
+    # an active node whose machine failed is a status mismatch of a node in service
+    assert kinds(run([m], [node()])) == ["status_mismatch"]

@@ -20,13 +20,15 @@ from tests.factories import make_node, make_sku
 from tests.reconciliation.conftest import reconcile
 from tests.support.flows import wait_until
 from tests.support.maas import API_KEY, Sim
+from workflows.kinds import KINDS
 
 BASE = "/api/v1/admin/reconciliation"
 
 
 def populate(sim: Sim, site: MaasSite, n: int) -> None:
     """n healthy deployed nodes, plus a tenth as many of: unknown machines, missing machines,
-    hostname mismatches (so every write path of the ledger runs)."""
+    hostname mismatches, and a machine left Failed deployment to our user (so every write path
+    of the ledger runs, and the leak's workflow is looked up)."""
     sku = make_sku()
     k = max(n // 10, 1)
     for i in range(n):
@@ -38,6 +40,7 @@ def populate(sim: Sim, site: MaasSite, n: int) -> None:
         make_node(
             site, sku=sku, hostname=f"gone{n}-{i}", maas_system_id=f"zz{n}{i}", state="active"
         )
+    sim.add(hostname=f"leak{n}", status="failed_deployment")
 
 
 def queries_of_a_run(site: MaasSite) -> tuple[int, ReconcileRun]:
@@ -53,7 +56,7 @@ def test_a_run_costs_one_listing_and_a_constant_number_of_queries(sim: Sim, site
     populate(sim, site, 5)
     small_first, run = queries_of_a_run(site)
     small_again, _ = queries_of_a_run(site)
-    assert run.drift_opened == 3  # unknown, missing, hostname
+    assert run.drift_opened == 4  # unknown, missing, hostname, leak
 
     big = MaasSite.objects.create(name="big", maas_url=sim.url, maas_user="admin")
     from maas_domain.services.credentials import site_credentials_write
@@ -62,15 +65,17 @@ def test_a_run_costs_one_listing_and_a_constant_number_of_queries(sim: Sim, site
     populate(sim, big, 60)
     sim.reset_counters()
     big_first, run = queries_of_a_run(big)
-    assert run.machines_seen == 5 + 1 + 60 + 6  # the same MAAS: both sites see every machine
+    assert run.machines_seen == 5 + 1 + 1 + 60 + 6 + 1  # one MAAS: both sites see every machine
     assert sim.count("machines.read") == 1  # one listing, not a request per node
     assert sim.count("machines.power_parameters") == 1
     assert run.maas_requests == 2  # maas_user is set: no whoami
     big_again, _ = queries_of_a_run(big)
     assert (big_first, big_again) == (small_first, small_again)
-    # 20, and 5 to cordon the nodes of the run's new critical drift (their nodes, their
-    # cordons, then one insert each of cordons, audit rows and events), whatever their number
-    assert big_first <= 25, big_first
+    # 16 and two per workflow kind (its open workflows, the stages they wait in); 5 to cordon
+    # the nodes of the run's new critical drift (their nodes, their cordons, then one insert
+    # each of cordons, audit rows and events) and 2 to find who left its leaks and whether
+    # policy sweeps them, whatever their number
+    assert big_first <= 16 + 2 * len(KINDS) + 5 + 2, big_first
 
 
 @pytest.mark.django_db

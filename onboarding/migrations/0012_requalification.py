@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('onboarding', '0010_one_parent_link'),
+        ('onboarding', '0011_rerun_enrollment'),
     ]
 
     operations = [
