@@ -60,7 +60,7 @@ def api_failure(exc: ApiError) -> typer.Exit:
         listed = reasons if isinstance(reasons, list) else [reasons]
         lines.append(f"  {clean(name)}: {'; '.join(map(clean, listed))}")
     for key in ("open_workflows", "allocations", "current_state", "allowed_verbs", "problems",
-                "open_onboarding", "current_revision"):  # fmt: skip
+                "open_onboarding", "current_revision", "sites_on_maas"):  # fmt: skip
         if key in exc.body:
             lines.append(f"  {key}: {clean(json.dumps(exc.body[key], default=str))}")
     if exc.status == 403:

@@ -200,6 +200,15 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
     allow_http = serializers.BooleanField(
         required=False, help_text="Nodes may fetch over plain http (a lab); otherwise https only."
     )
+    share_maas_with = serializers.ListField(
+        child=serializers.SlugField(max_length=63),
+        required=False,
+        write_only=True,
+        max_length=100,
+        help_text="One MAAS, one site: a site on a MAAS another site uses is refused (409 "
+        "`maas_in_use`, naming it) unless this lists every such site by name, confirming the "
+        'share (docs/api.md, "One MAAS, one site").',
+    )
     ca_certificates = serializers.SerializerMethodField()
     node_trust = serializers.SerializerMethodField()
     effective_policy = serializers.SerializerMethodField()
@@ -229,6 +238,7 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
             "node_trust",
             "payload_allowed_hosts",
             "allow_http",
+            "share_maas_with",
             "health",
             "last_probe_at",
             "probe_result",
