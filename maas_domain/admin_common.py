@@ -8,8 +8,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db import models
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -139,3 +142,59 @@ def _url_field(field: Any, **kwargs: Any) -> Any:
     if isinstance(field, models.URLField):
         kwargs.setdefault("assume_scheme", "http")  # MAAS region URLs are usually plain http
     return field.formfield(**kwargs)
+
+
+# -- a bulk action that asks for a reason first --------------------------------------------------
+
+
+class ReasonForm(forms.Form):
+    """The reason (required: it goes into the audit row) and, for an action that can lapse,
+    how long it lasts."""
+
+    reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 2, "cols": 80}))
+
+    def __init__(self, *args: Any, expiry: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if expiry:
+            self.fields["expires_in_hours"] = forms.IntegerField(
+                required=False, min_value=1, max_value=24 * 366, help_text=expiry
+            )
+
+
+def reason_step(
+    modeladmin: Any,
+    request: HttpRequest,
+    queryset: Any,
+    *,
+    action: str,
+    title: str,
+    rows: list[str],
+    submit: str,
+    help: str = "",
+    expiry: str = "",
+) -> tuple[ReasonForm | None, HttpResponse | None]:
+    """The page between a bulk action and its effect: what was selected, a reason and (when
+    ``expiry`` says what it means) an expiry. Returns (the valid form, None) once the operator
+    confirmed, else (None, the page to show; 400 when what they sent was not valid)."""
+    confirmed = request.POST.get("post") == "yes"
+    form = ReasonForm(request.POST if confirmed else None, expiry=expiry)
+    if confirmed and form.is_valid():
+        return form, None
+    opts = modeladmin.model._meta
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "opts": opts,
+        "title": title,
+        "subtitle": None,
+        "help": help,
+        "rows": rows,
+        "pks": [obj.pk for obj in queryset],
+        "form": form,
+        "submit": submit,
+        "action_name": action,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "back_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+    }
+    status = 400 if confirmed else 200
+    page = TemplateResponse(request, "admin/reason_confirm.html", context, status=status)
+    return None, page

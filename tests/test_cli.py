@@ -244,6 +244,33 @@ def test_a_new_token_says_what_its_scope_allows(cli: Any) -> None:
     assert "Scope admin: operate, plus decommissions" in admin.stderr
 
 
+def test_a_colleague_s_token_from_maasctl(cli: Any) -> None:
+    """Tokens for a colleague (docs/cli.md): made with --user, listed by user, revoked; the
+    value is printed once and never listed."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from maas_domain.models import ApiToken
+
+    bob = get_user_model().objects.create_user("bob")
+    bob.groups.add(Group.objects.get(name="maascp-operate"))
+    made = cli("tokens", "create", "bob-ci", "--user", "bob", "--scope", "operate",
+               "--expires-in-days", "14")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "The token for bob (shown only now" in made.stderr
+    raw = made.stdout.strip().splitlines()[-1]
+    assert ApiToken.objects.get(name="bob-ci").user == bob and raw.startswith("mcp_")
+    listed = cli("tokens", "list", "--user", "bob")
+    assert "bob-ci" in listed.stdout and raw not in listed.output
+    too_wide = cli("tokens", "create", "x", "--user", "bob", "--scope", "admin")
+    assert too_wide.exit_code == 2 and "bob's role allows operate" in too_wide.stderr
+    token = ApiToken.objects.get(name="bob-ci")
+    revoked = cli("tokens", "revoke", str(token.pk), "--reason", "rotated", "--yes")
+    assert revoked.exit_code == 0, revoked.output
+    token.refresh_from_db()
+    assert token.revoked_at is not None and token.revoke_reason == "rotated"
+
+
 def test_verbs_with_dry_run_and_a_confirmed_cancel(cli: Any, target: Any) -> None:
     site, _, sku = target
     node = make_node(site, sku=sku, hostname="d1", state="active", ipmi_ip="10.2.0.1")

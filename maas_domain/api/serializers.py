@@ -577,6 +577,12 @@ class TokenSerializer(serializers.ModelSerializer[ApiToken]):
 
 class TokenCreateSerializer(StrictMixin, serializers.Serializer[Any]):
     name = serializers.RegexField(r"^[^\x00-\x1f\x7f]+$", max_length=100)
+    user = serializers.CharField(
+        required=False,
+        max_length=150,
+        help_text="The user name the token is for (default: yours). A colleague's token needs "
+        "the admin role; its scope must be within that user's role.",
+    )
     scope = serializers.ChoiceField(
         choices=TokenScope.choices,
         default=TokenScope.READ,
