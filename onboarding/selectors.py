@@ -1,12 +1,15 @@
 """Reads of onboarding rows that need more than one table: batches with their onboardings
-counted per state, in one query for any page size.
+counted per state, in one query for any page size, and what a batch is doing (its phase), said
+one way by the API, the admin pages and maasctl.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Count, Q, QuerySet
 
-from maas_domain.work import WorkflowState
+from maas_domain.work import OPEN_STATES, WorkflowState
 from onboarding.models import OnboardingBatch
 
 STATE_COUNTS = {
@@ -20,3 +23,18 @@ def batches() -> QuerySet[OnboardingBatch]:
     return OnboardingBatch.objects.annotate(
         **{f"n_{state}": expr for state, expr in STATE_COUNTS.items()}
     ).order_by("-id")
+
+
+FINISHED = "finished"
+
+
+def open_count(batch: Any) -> int:
+    """Onboardings of a batch (annotated by ``batches()``) that have not ended."""
+    return sum(int(getattr(batch, f"n_{state}")) for state in OPEN_STATES)
+
+
+def phase(batch: Any) -> str:
+    """What a batch is doing: ``finished`` once none of its onboardings is open (nothing is
+    left to admit, resume or cancel), else its admission state (``running``, ``paused``,
+    ``cancelled``)."""
+    return FINISHED if open_count(batch) == 0 else str(batch.state)
