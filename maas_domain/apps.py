@@ -7,7 +7,10 @@ class MaasDomainConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from maas_domain import celery_signals  # noqa: F401 (connects the signal handlers)
+        from maas_domain import (
+            celery_signals,  # noqa: F401 (connects the signal handlers)
+            fleet,  # noqa: F401 (the core's sections of the fleet page)
+        )
         from maas_domain.events import outbox_gauge
         from maas_domain.logging import install_record_factory
         from maas_domain.observability.metrics import register_gauge_source

@@ -158,10 +158,30 @@ class OnboardingAdmin(WorkflowAdmin):
 BATCH_ACTIONS = {"resume": Action.OPERATE, "cancel": Action.ADMIN}
 
 
+class PhaseFilter(admin.SimpleListFilter):
+    """In flight (some onboarding of it open) or finished: the API's ``phase``."""
+
+    title = "phase"
+    parameter_name = "phase"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("in_flight", "in flight"), ("finished", "finished")]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[OnboardingBatch]
+    ) -> QuerySet[OnboardingBatch]:
+        flying = selectors.in_flight(OnboardingBatch.objects.all()).values("pk")
+        if self.value() == "in_flight":
+            return queryset.filter(pk__in=flying)
+        if self.value() == "finished":
+            return queryset.exclude(pk__in=flying)
+        return queryset
+
+
 @admin.register(OnboardingBatch)
 class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
     list_display = ["id", "site", "size", "progress", "created_by", "created_at"]
-    list_filter = ["site"]
+    list_filter = [PhaseFilter, "site"]
     search_fields = ["=id", "created_by", "correlation_id__exact"]
     list_select_related = ["site"]
     show_full_result_count = False

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from maas_domain.work import OPEN_STATES, WorkflowState
-from onboarding.models import OnboardingBatch
+from onboarding.models import Onboarding, OnboardingBatch
 
 STATE_COUNTS = {
     state: Count("onboardings", filter=Q(onboardings__state=state))
@@ -38,3 +38,18 @@ def phase(batch: Any) -> str:
     left to admit, resume or cancel), else its admission state (``running``, ``paused``,
     ``cancelled``)."""
     return FINISHED if open_count(batch) == 0 else str(batch.state)
+
+
+def in_flight(batches: QuerySet[OnboardingBatch]) -> QuerySet[OnboardingBatch]:
+    """The batches that have not finished: some onboarding of theirs is open."""
+    return batches.filter(
+        Exists(Onboarding.objects.filter(batch=OuterRef("pk"), state__in=OPEN_STATES))
+    )
+
+
+def in_flight_per_site() -> dict[int, int]:
+    """site id -> batches in flight there (the fleet page). One query."""
+    rows = (
+        in_flight(OnboardingBatch.objects.order_by()).values_list("site_id").annotate(n=Count("id"))
+    )
+    return dict(rows)
