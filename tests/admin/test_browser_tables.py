@@ -117,3 +117,8 @@ def test_every_list_reads_whole_at_1440(
         shot(page, f"day-{name}")
     page.goto(f"{base}/admin/maas_domain/quarantineevidence/{day['evidence'].pk}/change/")
     shot(page, "day-evidence")
+    # the fleet page on a laptop, and on a narrow window: its cards rearrange, nothing is cut
+    for width in (1280, 800):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.goto(f"{base}/admin/")
+        shot(page, f"day-fleet-{width}")
