@@ -7,8 +7,9 @@ hostname. A second site on the demo's MAAS is refused, as README says.
 
 The only changes made to the text are the ones a reader makes: the banner's token, the ports
 this test runs on, and "y" at the reimage's confirmation prompt. Each substitution must find its
-target, so a README that drifts breaks this test rather than passing it silently. Run from a folder where ``var/`` is the stack's data
-folder and ``.venv`` the project's, as from the repository's root."""
+target, so a README that drifts breaks this test rather than passing it silently. Run from a
+folder where ``var/`` is the stack's data folder and ``.venv`` the project's, as from the
+repository's root."""
 
 from __future__ import annotations
 
