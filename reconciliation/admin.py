@@ -57,7 +57,11 @@ class DriftStateFilter(admin.SimpleListFilter):
         return str(super().value() or DriftState.OPEN)
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset if self.value() == self.EVERY else queryset.filter(state=self.value())
+        if self.value() == self.EVERY:
+            return queryset
+        if self.value() not in DriftState.values:  # a hand-made URL: nothing matches it
+            return queryset.none()
+        return queryset.filter(state=self.value())
 
     def choices(self, changelist: Any) -> Any:
         for lookup, title in self.lookup_choices:

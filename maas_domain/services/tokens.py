@@ -166,14 +166,16 @@ def _descendants(token: ApiToken) -> list[int]:
 
 
 def token_user(username: Any) -> Any:
-    """The user a token is asked for, by user name (a 400 naming ``user`` when there is none)."""
+    """The user a token is asked for, by user name (a 400 naming ``user`` when there is none;
+    a value no user name could be is refused before any query: PostgreSQL cannot even compare
+    a NUL)."""
     from django.contrib.auth import get_user_model
 
-    found = (
-        get_user_model().objects.filter(username=username).first()
-        if isinstance(username, str) and username
-        else None
-    )
+    if not isinstance(username, str) or not 0 < len(username) <= 150:
+        raise InvalidInput("Invalid token request.", fields={"user": ["Not a user name."]})
+    if not username.isprintable():
+        raise InvalidInput("Invalid token request.", fields={"user": ["Not a user name."]})
+    found = get_user_model().objects.filter(username=username).first()
     if found is None:
         raise InvalidInput("Invalid token request.", fields={"user": ["No such user."]})
     return found

@@ -58,6 +58,9 @@ def test_the_list_opens_on_open_drift_with_its_message_and_colours(
     assert all(f"stray-{n}" in every for n in (1, 2, 3, 4))
     acked = ops.get(LIST, {"state": "acknowledged"}).content.decode()
     assert "stray-3" in acked and "stray-1" not in acked
+    for hostile in ("\x00", "open\x00", "x" * 500, "<script>"):
+        response = ops.get(LIST, {"state": hostile})
+        assert response.status_code == 200 and "stray-" not in response.content.decode()
 
 
 def test_acknowledging_asks_for_a_reason_and_an_expiry_first(

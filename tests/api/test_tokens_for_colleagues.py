@@ -67,7 +67,7 @@ def test_an_admin_makes_a_colleague_a_token_that_acts_as_them(api: APIClient, bo
         ({"user": "bob", "scope": "admin"}, "scope", "bob's role allows operate"),
         ({"user": "idle"}, "user", "idle is not an active user"),
         ({"user": "loner"}, "scope", "allows nothing"),
-        ({"user": "bob\u202e"}, "user", "No such user"),
+        ({"user": "bob\u202e"}, "user", "Not a user name"),
         ({"user": ""}, "user", "blank"),
         ({"user": ["bob"]}, "user", "valid string"),
     ],
@@ -84,6 +84,13 @@ def test_a_token_nobody_could_use_as_asked_is_400_and_makes_nothing(
     assert response.status_code == 400, response.json()
     assert says.lower() in " ".join(response.json()["fields"][field]).lower()
     assert ApiToken.objects.count() == before
+
+
+@pytest.mark.parametrize("bad", ["%00", "a%00b", "x" * 151, "%ff%fe", "bob%1b[2J", ""])
+def test_a_user_filter_no_user_name_could_be_is_400(api: APIClient, bad: str) -> None:
+    response = api.get(f"{URL}?user={bad}")
+    assert response.status_code == 400, response.content
+    assert "user" in response.json()["fields"]
 
 
 def test_only_an_admin_may_make_a_colleague_s_token(bob: Any) -> None:
