@@ -2,7 +2,9 @@
 
 The admin token ``make run`` prints is kept in ``<data>/api-token`` (0600) and reused at the
 next start while it is valid for at least ``RENEW_DAYS`` more days, so an exported
-``MAASCTL_TOKEN`` and the profile below survive restarts. The profile is a table in maasctl's
+``MAASCTL_TOKEN`` and the profile below survive restarts, a database reset too
+(``devtools/freshstart.py``): a kept token the database no longer knows is registered again,
+audited, with the expiry a new one would have. The profile is a table in maasctl's
 own config file (``$MAASCTL_CONFIG`` or the user's ``~/.config/maasctl/config.toml``), as kind
 and minikube add a context to kubectl's: ``[default]`` when the file has no ``[default]`` of
 the user's, else ``[local]``; only a table carrying ``MARK`` is ever rewritten.
@@ -50,6 +52,8 @@ def embedded_token(*, user: Any, data_dir: Path) -> tuple[str, bool]:
             revoked_at__isnull=True,
             expires_at__gt=timezone.now() + timedelta(days=RENEW_DAYS),
         ).first()
+    if raw and kept is None and _unknown(raw):  # the database was reset since: the same token
+        kept = _register_again(user, raw)
     others = ApiToken.objects.filter(user=user, name=TOKEN_NAME, revoked_at__isnull=True)
     if kept is not None:
         others = others.exclude(pk=kept.pk)
@@ -60,6 +64,46 @@ def embedded_token(*, user: Any, data_dir: Path) -> tuple[str, bool]:
     _, raw = api_token_create(actor=None, user=user, name=TOKEN_NAME, scope="admin")
     _write_private(path, raw + "\n")
     return raw, True
+
+
+def _unknown(raw: str) -> bool:
+    """A well-formed token no row of this database has ever had (a revoked one is known)."""
+    from maas_domain.auth import TOKEN_PREFIX
+
+    shaped = raw.startswith(TOKEN_PREFIX) and 30 <= len(raw) <= 100 and raw.isprintable()
+    return shaped and not ApiToken.objects.filter(key_hash=hash_token(raw)).exists()
+
+
+def _register_again(user: Any, raw: str) -> ApiToken:
+    """The kept token, in a database that was reset: a row for it, as ``api_token_create``
+    writes one (the service draws a new value; this keeps the one the profile points at),
+    audited."""
+    from django.conf import settings
+    from django.db import transaction
+
+    from maas_domain import audit
+
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            name=TOKEN_NAME,
+            prefix=raw[:12],
+            key_hash=hash_token(raw),
+            scope="admin",
+            expires_at=timezone.now() + timedelta(days=settings.API_TOKEN_DAYS),
+            created_by=audit.actor_name(None),
+        )
+        audit.record(
+            actor=None,
+            action="api_token.create",
+            target=token,
+            after={"id": token.pk, "name": token.name, "prefix": token.prefix,
+                   "user": user.get_username(), "scope": token.scope,
+                   "expires_at": token.expires_at},
+            reason="make run: the token kept in the data folder, in a database reset with the "
+            "simulated MAAS",
+        )  # fmt: skip
+    return token
 
 
 def _write_private(path: Path, text: str) -> None:

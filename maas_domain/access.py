@@ -48,6 +48,16 @@ GROUPS = {
 }
 
 
+# What each class allows, in a sentence (the admin's token page; maasctl keeps its own words).
+ALLOWS = {
+    Action.READ: "read only: every GET (lists, details, timelines); any change is refused",
+    Action.OPERATE: "read, plus onboarding starts, retry/resume/rerun/adopt/"
+    "mark-manual-intervention, probes, reconcile runs and drift resolution",
+    Action.ADMIN: "operate, plus decommissions, restart-clean and cancel, credentials, and site, "
+    "profile, policy, SKU, RoCE and other users' token changes",
+}
+
+
 def permission(action: Action) -> str:
     return f"maas_domain.access_{action.value}"
 

@@ -4,14 +4,18 @@ the policy form field.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db import models
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from maas_domain.access import ActionAdmin
 from maas_domain.errors import DomainError, InvalidInput
@@ -28,7 +32,7 @@ HEALTH_COLOURS = {
 def health_badge(health: str) -> SafeString:
     return format_html(
         '<span class="wf-badge" style="background:{};color:#fff;border-radius:4px;'
-        'padding:2px 8px;font-weight:600">{}</span>',
+        'padding:2px 8px;font-weight:600;white-space:nowrap">{}</span>',
         HEALTH_COLOURS.get(health, "#6c757d"),
         health,
     )
@@ -139,3 +143,118 @@ def _url_field(field: Any, **kwargs: Any) -> Any:
     if isinstance(field, models.URLField):
         kwargs.setdefault("assume_scheme", "http")  # MAAS region URLs are usually plain http
     return field.formfield(**kwargs)
+
+
+# -- a bulk action that asks for a reason first --------------------------------------------------
+
+
+class ReasonForm(forms.Form):
+    """The reason (required: it goes into the audit row) and, for an action that can lapse,
+    how long it lasts."""
+
+    reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 2, "cols": 80}))
+
+    def __init__(self, *args: Any, expiry: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if expiry:
+            self.fields["expires_in_hours"] = forms.IntegerField(
+                required=False, min_value=1, max_value=24 * 366, help_text=expiry
+            )
+
+
+def reason_step(
+    modeladmin: Any,
+    request: HttpRequest,
+    queryset: Any,
+    *,
+    action: str,
+    title: str,
+    rows: list[str],
+    submit: str,
+    help: str = "",
+    expiry: str = "",
+) -> tuple[ReasonForm | None, HttpResponse | None]:
+    """The page between a bulk action and its effect: what was selected, a reason and (when
+    ``expiry`` says what it means) an expiry. Returns (the valid form, None) once the operator
+    confirmed, else (None, the page to show; 400 when what they sent was not valid)."""
+    confirmed = request.POST.get("post") == "yes"
+    form = ReasonForm(request.POST if confirmed else None, expiry=expiry)
+    if confirmed and form.is_valid():
+        return form, None
+    opts = modeladmin.model._meta
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "opts": opts,
+        "title": title,
+        "subtitle": None,
+        "help": help,
+        "rows": rows,
+        "pks": [obj.pk for obj in queryset],
+        "form": form,
+        "submit": submit,
+        "action_name": action,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "back_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+    }
+    status = 400 if confirmed else 200
+    page = TemplateResponse(request, "admin/reason_confirm.html", context, status=status)
+    return None, page
+
+
+# -- JSON an operator reads --------------------------------------------------------------------
+
+
+def _cell(value: Any, depth: int) -> SafeString:
+    if isinstance(value, dict | list) and value and depth < 3:
+        return _view(value, depth + 1)
+    if isinstance(value, dict | list):
+        return format_html('<span class="wf-data">{}</span>', json.dumps(value, default=str))
+    if value is None:
+        return format_html("{}", "-")
+    if isinstance(value, bool):
+        return format_html("{}", "yes" if value else "no")
+    return format_html('<span class="wf-wrap">{}</span>', value)
+
+
+# columns read left to right as a sentence: what, where, expected, found, verdict, why
+FIRST = ("at", "created", "name", "requirement", "script", "device", "kind", "level", "type",
+         "stage", "expected", "observed", "status", "exit_status", "passed", "outcome")  # fmt: skip
+LAST = ("message", "description", "reason", "detail", "output_excerpt", "line")
+
+
+def _order(keys: list[str]) -> list[str]:
+    rank = {k: i for i, k in enumerate(FIRST)} | {k: 1000 + i for i, k in enumerate(LAST)}
+    return sorted(keys, key=lambda k: rank.get(k, 500))
+
+
+def _view(value: Any, depth: int) -> SafeString:
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        columns = _order(list(dict.fromkeys(k for row in value for k in row)))
+        head = format_html_join("", "<th>{}</th>", ((c,) for c in columns))
+        rows = format_html_join(
+            "",
+            "<tr>{}</tr>",
+            ((format_html_join("", "<td>{}</td>", ((_cell(r.get(c), depth),) for c in columns)),)
+             for r in value),
+        )  # fmt: skip
+        return format_html('<table class="wf-data-table"><thead><tr>{}</tr></thead>'
+                           "<tbody>{}</tbody></table>", head, rows)  # fmt: skip
+    if isinstance(value, dict) and value:
+        rows = format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", ((k, _cell(v, depth)) for k, v in value.items())
+        )
+        return format_html('<table class="wf-data-table">{}</table>', rows)
+    if isinstance(value, list) and value:
+        return format_html_join(", ", "{}", ((_cell(v, depth),) for v in value))
+    return _cell(value, 3) if value not in ({}, [], None, "") else mark_safe("<em>none</em>")
+
+
+def readable(value: Any) -> SafeString:
+    """A JSON value as an operator reads it (docs/admin.md, "Evidence"): a list of objects is a
+    table with a column per key, an object is a table of fields, deeper levels nest; the JSON
+    itself stays one click away."""
+    return format_html(
+        '{}<details class="wf-json"><summary>JSON</summary><pre class="wf-wrap">{}</pre></details>',
+        _view(value, 0),
+        json.dumps(value, indent=2, default=str),
+    )

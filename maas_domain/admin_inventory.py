@@ -9,7 +9,6 @@ timeline) and knows workflow kinds only from the registry.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
@@ -28,28 +27,19 @@ from maas_domain import selectors as node_reads
 from maas_domain.access import Action, ActionAdmin, allowed
 from maas_domain.admin_common import (
     ReadOnlyAdmin,
+    readable,
 )
 from maas_domain.diagnostics import machine_diagnostics
 from maas_domain.errors import DomainError, InvalidInput
-from maas_domain.humanize import event_category, humanize_age
+from maas_domain.humanize import NODE_STATE_COLOURS, event_category, humanize_age
 from maas_domain.models import (
     Node,
     QuarantineEvidence,
     Sku,
 )
-from maas_domain.models.inventory import NodeState
 from maas_domain.services import cordons
 from maas_domain.services import skus as sku_services
 from maas_domain.work import OPEN_STATES
-
-NODE_STATE_COLOURS: dict[str, str] = {
-    NodeState.REGISTERED: "#6c757d",
-    NodeState.PROVISIONING: "#0b5ed7",
-    NodeState.ACTIVE: "#198754",
-    NodeState.DRAINING: "#c25e00",
-    NodeState.QUARANTINED: "#dc3545",
-    NodeState.RETIRED: "#495057",
-}
 
 
 class SkuForm(forms.ModelForm[Sku]):
@@ -102,6 +92,24 @@ class SkuAdmin(ActionAdmin[Sku]):
             obj.pk = sku_services.sku_create(actor=request.user, data=form.cleaned_data).pk
 
 
+class CordonedFilter(admin.SimpleListFilter):
+    """Nodes with an active cordon (taking no new work, whatever their state), or without."""
+
+    title = "cordoned"
+    parameter_name = "cordoned"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "cordoned"), ("no", "not cordoned")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        held = cordons.active().values("node_id")
+        if self.value() == "yes":
+            return queryset.filter(pk__in=held)
+        if self.value() == "no":
+            return queryset.exclude(pk__in=held)
+        return queryset
+
+
 @admin.register(Node)
 class NodeAdmin(ReadOnlyAdmin):
     list_display = [
@@ -115,7 +123,7 @@ class NodeAdmin(ReadOnlyAdmin):
         "updated",
         "start_links",
     ]
-    list_filter = ["state", "site", "sku"]
+    list_filter = ["state", CordonedFilter, "site", "sku"]
     search_fields = ["hostname", "maas_system_id", "ipmi_ip"]
     list_select_related = ["site", "sku"]
 
@@ -308,18 +316,15 @@ class QuarantineEvidenceAdmin(ReadOnlyAdmin):
     readonly_fields = shown
     fields = shown
 
+    # tables an operator reads, the JSON one click away under each (docs/admin.md, "Evidence")
     @admin.display(description="report")
     def report_pretty(self, evidence: QuarantineEvidence) -> SafeString:
-        return _pre(evidence.report)
+        return readable(evidence.report)
 
     @admin.display(description="MAAS events")
     def maas_events_pretty(self, evidence: QuarantineEvidence) -> SafeString:
-        return _pre(evidence.maas_events)
+        return readable(evidence.maas_events)
 
     @admin.display(description="timeline")
     def timeline_pretty(self, evidence: QuarantineEvidence) -> SafeString:
-        return _pre(evidence.timeline)
-
-
-def _pre(value: Any) -> SafeString:
-    return format_html('<pre class="wf-wrap">{}</pre>', json.dumps(value, indent=2, default=str))
+        return readable(evidence.timeline)

@@ -57,8 +57,37 @@ class SiteForm(PolicyFormMixin):
         "cancelling.",
     )
 
+    share_maas_with = forms.CharField(
+        required=False,
+        max_length=1000,
+        label="Share this MAAS with",
+        help_text="One MAAS, one site: a site on a MAAS another site uses is refused. To share "
+        "it anyway, name every site already on it (comma-separated).",
+    )
+
     def clean_region(self) -> str:
         return str(self.cleaned_data.get("region") or self.instance.region or DEFAULT_REGION)
+
+    def clean(self) -> dict[str, Any]:
+        """The service's one-MAAS rule, early, on the field that answers it (the service
+        enforces it again under its lock)."""
+        data = super().clean()
+        url = data.get("maas_url")
+        if url and not self.has_error("maas_url"):
+            before = (
+                {"maas_url": self.instance.maas_url, "status": self.instance.status}
+                if self.instance.pk
+                else {}
+            )
+            share = data.get("share_maas_with")
+            status = data.get("status") or self.instance.status
+            if site_services.maas_check_needed(before, url, status, share):
+                refusal = site_services.shared_maas_refusal(url, share, exclude=self.instance.pk)
+                if refusal is not None:
+                    fields = refusal.extra.get("fields") or {}
+                    for reason in fields.get("share_maas_with", [refusal.message]):
+                        self.add_error("share_maas_with", reason)
+        return data
 
     class Meta:
         model = MaasSite
@@ -117,7 +146,10 @@ class MaasSiteAdmin(ServiceBackedAdmin):
     change_form_template = "admin/maas_domain/maassite/change_form.html"
     fieldsets = [
         (None, {"fields": ["name", "description", "status", "expected_revision"]}),
-        ("MAAS", {"fields": ["maas_url", "maas_user", "verify_tls", "pxe_subnet"]}),
+        (
+            "MAAS",
+            {"fields": ["maas_url", "share_maas_with", "maas_user", "verify_tls", "pxe_subnet"]},
+        ),
         ("Region (where this site's MAAS work runs)", {"fields": ["region"]}),
         ("Policy (explicit keys; the rest inherit defaults)", {"fields": ["policy"]}),
         ("First-live-run guard", {"fields": ["guarded", "approved_hosts"]}),

@@ -10,6 +10,7 @@ class MaasDomainConfig(AppConfig):
         from maas_domain import (
             celery_signals,  # noqa: F401 (connects the signal handlers)
             events,
+            fleet,  # noqa: F401 (the core's sections of the fleet page)
         )
         from maas_domain.events import outbox_gauge
         from maas_domain.logging import install_record_factory

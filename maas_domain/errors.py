@@ -80,6 +80,14 @@ class GuardrailFailed(Conflict):
     code = "guardrail_failed"
 
 
+class MaasInUse(Conflict):
+    """Another site already uses this MAAS region (docs/api.md, "One MAAS, one site"): two
+    sites on one MAAS could each onboard the same machine, and each reports the other's
+    machines as drift. Refused unless the request names every such site to share with."""
+
+    code = "maas_in_use"
+
+
 class Forbidden(DomainError):
     status = 403
     code = "forbidden"

@@ -1,5 +1,9 @@
-"""What the admin pages show people: ages ("42s", "17m", "3h 5m", "2d 4h") and the colour class
-of a timeline entry (a workflow's page and a node's page colour them alike)."""
+"""What the admin pages show people: ages ("42s", "17m", "3h 5m", "2d 4h"), the colour class
+of a timeline entry (a workflow's page and a node's page colour them alike), and one palette of
+badges: workflow, node and drift states and drift severities share colours by meaning (red:
+failed, quarantined, open critical; orange: cancelling, draining, warning; blue: running, info;
+green: succeeded, active, cleared; grey: waiting for someone's turn), on every page and on the
+fleet page."""
 
 from __future__ import annotations
 
@@ -49,6 +53,38 @@ STATE_COLOURS: dict[str, str] = {
     W.CANCELLED: "#495057",
     W.MANUAL_INTERVENTION: "#b02a37",
 }
+
+
+RED, ORANGE, BLUE, GREEN, GREY, PURPLE, DARK = (
+    "#dc3545", "#c25e00", "#0b5ed7", "#198754", "#6c757d", "#6f42c1", "#495057"
+)  # fmt: skip
+NODE_STATE_COLOURS: dict[str, str] = {
+    "registered": GREY,
+    "provisioning": BLUE,
+    "active": GREEN,
+    "draining": ORANGE,
+    "quarantined": RED,
+    "retired": DARK,
+}
+SEVERITY_COLOURS: dict[str, str] = {"critical": RED, "warning": ORANGE, "info": BLUE}
+DRIFT_STATE_COLOURS: dict[str, str] = {
+    "open": RED,
+    "acknowledged": GREY,
+    "manual_intervention": STATE_COLOURS[W.MANUAL_INTERVENTION],
+    "cleared": GREEN,
+    "resolved": GREEN,
+}
+
+
+def badge(text: str, colour: str, css: str = "") -> SafeString:
+    """A coloured label (server text escaped)."""
+    return format_html(
+        '<span class="wf-badge {}" style="background:{};color:#fff;border-radius:4px;'
+        'padding:2px 8px;font-weight:600;white-space:nowrap">{}</span>',
+        css,
+        colour,
+        text.replace("_", " "),
+    )
 
 
 def state_badge(state: str, label: str = "") -> SafeString:

@@ -149,6 +149,9 @@ class Simulator:
         self.scripts = Catalogue(created=self.clock.now())
         self._step_time: float | None = None
         self.node_side: Callable[[Simulator, Machine], None] | None = None
+        # System ids this region must never hand out: ones a control plane's nodes still hold
+        # from an earlier run of the simulator (``simulate_maas --reserve-system-ids``).
+        self.reserved_system_ids: set[str] = set()
 
     @property
     def subnets(self) -> dict[int, Subnet]:
@@ -183,10 +186,11 @@ class Simulator:
         return make_node_devices(m, self.new_device_id)
 
     def new_system_id(self) -> str:
+        """Six random characters no node of this region has, and none reserved."""
         alphabet = string.ascii_lowercase + string.digits
         while True:
             sid = "".join(self.rng.choice(alphabet) for _ in range(6))
-            if sid not in self.machines:
+            if self.node(sid) is None and sid not in self.reserved_system_ids:
                 return sid
 
     def now(self) -> float:

@@ -136,6 +136,7 @@ class Api:
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {settings.token}"
         self.session.headers["User-Agent"] = "maasctl"
+        self.replayed = False  # the last answer was replayed under its Idempotency-Key
 
     def call(
         self,
@@ -162,6 +163,7 @@ class Api:
             except requests.RequestException as exc:
                 raise self._no_answer(method, url, exc) from None
             if response.status_code != 429:
+                self.replayed = response.headers.get("Idempotent-Replayed") == "true"
                 break
             wait = retry_after(response)
             if not repeatable or retried >= RETRIES or wait is None or wait > MAX_WAIT:

@@ -23,7 +23,9 @@ from maasctl.output import clean
 FAILED = 1  # the request worked and what it reports failed (probe unhealthy, workflow failed)
 INTERRUPTED = 130
 WF_COLUMNS = ("id", "hostname", "state", "stage", "attempt", "failure_class", "reason")
-BATCH_COLUMNS = ("id", "site_id", "size", "state", "paused_reason", "open", "queued",
+# phase: finished once every onboarding of it ended, else its admission state (the API's and
+# the admin's word for it: onboarding/selectors.py)
+BATCH_COLUMNS = ("id", "site_id", "size", "phase", "paused_reason", "open", "queued",
                  "created_by", "created_at")  # fmt: skip
 
 
@@ -60,7 +62,7 @@ def api_failure(exc: ApiError) -> typer.Exit:
         listed = reasons if isinstance(reasons, list) else [reasons]
         lines.append(f"  {clean(name)}: {'; '.join(map(clean, listed))}")
     for key in ("open_workflows", "allocations", "current_state", "allowed_verbs", "problems",
-                "open_onboarding", "current_revision"):  # fmt: skip
+                "open_onboarding", "current_revision", "sites_on_maas"):  # fmt: skip
         if key in exc.body:
             lines.append(f"  {key}: {clean(json.dumps(exc.body[key], default=str))}")
     if exc.status == 403:
@@ -179,6 +181,38 @@ def profile_id(site: int, ref: str) -> int:
     if not found:
         raise fail(f"no profile named {ref!r} on site {site}", 4)
     return int(found[0]["id"])
+
+
+def node(ref: str, *, read: bool = True) -> dict[str, Any]:
+    """A node named by id or by hostname (docs/cli.md, "Nodes by id or hostname"): its API
+    answer, for the id and for a confirmation that names the host (``read=False``: an id is
+    taken as it is, no request). A hostname that several live nodes share (one per site) is
+    refused, listing them; a hostname only retired nodes carry names the newest of them."""
+    ref = ref.strip()
+    if ref.isdigit():
+        return dict(STATE.api.get(f"/nodes/{ref}")) if read else {"id": int(ref)}
+    found = STATE.api.pages("/nodes", limit=50, hostname=ref).items
+    live = [n for n in found if n.get("state") != "retired"] or sorted(
+        found, key=lambda n: -int(n["id"])
+    )[:1]
+    if not live:
+        raise fail(f"no node with hostname {clean(ref)!r} (give its id, or see "
+                   "`maasctl nodes list --search …`)", 4)  # fmt: skip
+    if len(live) > 1:
+        listed = ", ".join(f"{n['id']} on {clean(n.get('site_name', '?'))}" for n in live)
+        raise fail(f"hostname {clean(ref)!r} names {len(live)} nodes ({listed}): give the id")
+    return dict(live[0])
+
+
+def node_id(ref: str | None) -> Any:
+    """A node's id from its id or hostname (None stays None: an option not given)."""
+    return None if ref is None else int(node(ref, read=False)["id"])
+
+
+def host_of(row: dict[str, Any]) -> str:
+    """How a confirmation names a node or a workflow: "node 6 (gpu-b01 on demo)"."""
+    where = f" on {clean(row['site_name'])}" if row.get("site_name") else ""
+    return f"{clean(row.get('hostname', '?'))}{where}"
 
 
 def sku_id(ref: str) -> int:

@@ -33,6 +33,8 @@ Output = Annotated[
 ]
 
 SiteRef = Annotated[str, typer.Argument(help="Site id or name.")]
+NodeRef = Annotated[str, typer.Argument(metavar="NODE", help="Node id or hostname.")]
+NodeOpt = Annotated[str | None, typer.Option("--node", help="Node id or hostname.")]
 SiteOpt = Annotated[str, typer.Option("--site", help="Site id or name.")]
 ProfileOpt = Annotated[str, typer.Option("--profile", help="Site profile id or name.")]
 SkuOpt = Annotated[str, typer.Option("--sku", help="SKU id or code.")]

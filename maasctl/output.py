@@ -5,8 +5,10 @@ for scripts.
   ``clean`` (terminal control characters, including ESC, C1 codes, bidi overrides and line
   breaks, are shown escaped: ``\\x1b``, ``\\n``) and as a Rich ``Text`` (``[link=...]`` is
   printed as written, never as markup). JSON and YAML escape them too.
-* A terminal gets tables at its width. Anything else (a pipe, a file) gets them at full width
-  with nothing cut: ``maasctl nodes timeline 7 | less`` shows every character.
+* A terminal gets tables at its width. Anything else (a pipe, a file, a pager) gets them at
+  ``PIPE_WIDTH`` columns: a long cell wraps onto more lines (a word longer than its column is
+  folded, never cut), so every character is still there and no line is wider than a pager;
+  ``-o json`` and ``-o yaml`` are never wrapped.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 FORMATS = ("table", "json", "yaml")
-PIPE_WIDTH = 100_000  # not a terminal: nothing wraps or is cut
+PIPE_WIDTH = 120  # not a terminal: a file or a pager reads lines of at most this many columns
 TTY_CELL = 80  # a JSON value in a table cell, on a terminal
 # C0 and C1 control characters, DEL, bidi overrides and isolates, line/paragraph separators
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -59,7 +61,7 @@ errors = _console(sys.stderr, stderr=True)
 
 
 def setup() -> None:
-    """Consoles for this invocation's streams (a pipe is not a terminal: full width)."""
+    """Consoles for this invocation's streams (a pipe is not a terminal: ``PIPE_WIDTH``)."""
     global console, errors
     console = _console(sys.stdout, stderr=False)
     errors = _console(sys.stderr, stderr=True)
@@ -97,7 +99,7 @@ def _cell(value: Any) -> Text:
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str = "") -> Table:
     grid = Table(title=text(title) if title else None)
     for column in columns:
-        grid.add_column(column)
+        grid.add_column(column, overflow="fold")  # a long word wraps, never cut
     for row in rows:
         grid.add_row(*(_cell(row.get(c)) for c in columns))
     return grid
@@ -118,8 +120,8 @@ def show(data: Any, fmt: str, *, columns: Sequence[str] = (), title: str = "") -
             console.print("(none)")
         return
     grid = Table(show_header=False, title=text(title) if title else None)
-    grid.add_column("field", style="bold")
-    grid.add_column("value")
+    grid.add_column("field", style="bold", overflow="fold")
+    grid.add_column("value", overflow="fold")
     for key in columns or list(data):
         if key in data:
             grid.add_row(text(key), _cell(data[key]))

@@ -110,7 +110,7 @@ def _workflows(workflows: list[dict[str, Any]]) -> None:
         )
         stages = Table(title=None)
         for column in ("stage", "timeout", "maas_calls"):
-            stages.add_column(column)
+            stages.add_column(column, overflow="fold")
         for stage in wf.get("stages") or []:
             calls = "; ".join(output.clean(c) for c in stage.get("maas_calls") or []) or "-"
             timeout = stage.get("timeout")

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -23,7 +23,7 @@ from maas_domain.models import MaasSite, SiteProfile, Sku
 from maas_domain.models.sites import ProfileStatus, SiteStatus
 from maas_domain.validators import hostname_error, ipv4_error
 from maas_domain.work import WorkflowState
-from onboarding import batches, services
+from onboarding import batches, selectors, services
 from onboarding.api.views import batch_summary
 from onboarding.models import Onboarding, OnboardingBatch
 from workflows.admin import WorkflowAdmin
@@ -156,19 +156,32 @@ class OnboardingAdmin(WorkflowAdmin):
 
 
 BATCH_ACTIONS = {"resume": Action.OPERATE, "cancel": Action.ADMIN}
-_COUNTED = (
-    WorkflowState.SUCCEEDED,
-    WorkflowState.FAILED,
-    WorkflowState.PENDING,
-    WorkflowState.MANUAL_INTERVENTION,
-    WorkflowState.CANCELLED,
-)
+
+
+class PhaseFilter(admin.SimpleListFilter):
+    """In flight (some onboarding of it open) or finished: the API's ``phase``."""
+
+    title = "phase"
+    parameter_name = "phase"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("in_flight", "in flight"), ("finished", "finished")]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[OnboardingBatch]
+    ) -> QuerySet[OnboardingBatch]:
+        flying = selectors.in_flight(OnboardingBatch.objects.all()).values("pk")
+        if self.value() == "in_flight":
+            return queryset.filter(pk__in=flying)
+        if self.value() == "finished":
+            return queryset.exclude(pk__in=flying)
+        return queryset
 
 
 @admin.register(OnboardingBatch)
 class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
     list_display = ["id", "site", "size", "progress", "created_by", "created_at"]
-    list_filter = ["site"]
+    list_filter = [PhaseFilter, "site"]
     search_fields = ["=id", "created_by", "correlation_id__exact"]
     list_select_related = ["site"]
     show_full_result_count = False
@@ -179,32 +192,31 @@ class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
         return (
             super()
             .get_queryset(request)
-            .annotate(
-                **{
-                    f"n_{state}": Count("onboardings", filter=Q(onboardings__state=state))
-                    for state in _COUNTED
-                }
-            )
+            .annotate(**{f"n_{state}": expr for state, expr in selectors.STATE_COUNTS.items()})
         )
 
     @admin.display(description="progress")
     def progress(self, batch: Any) -> SafeString:
+        """The batch's phase as the API and maasctl say it (onboarding/selectors.py), then its
+        counts."""
         done, failed = batch.n_succeeded, batch.n_failed
         queued, manual = batch.n_pending, batch.n_manual_intervention
         cancelled = batch.n_cancelled
-        active = batch.size - done - failed - queued - manual - cancelled
-        if active <= 0 and not queued and not manual:
+        phase = selectors.phase(batch)
+        if phase == selectors.FINISHED:
             return format_html(
                 "finished: {} succeeded, {} failed{}",
                 done,
                 failed,
                 f", {cancelled} cancelled" if cancelled else "",
             )
+        active = selectors.open_count(batch) - queued - manual
         return format_html(
-            "{} succeeded, {} failed, {} in progress, {} queued{}",
+            "{}: {} succeeded, {} failed, {} in progress, {} queued{}",
+            phase,
             done,
             failed,
-            max(active, 0),
+            active,
             queued,
             f", {manual} need an operator" if manual else "",
         )
@@ -282,7 +294,7 @@ class OnboardingBatchAdmin(ActionAdmin[OnboardingBatch]):
             raise Http404("No such batch.")
         summary = batch_summary(found)
         counts = summary["counts"]
-        finished = bool(summary["finished"])
+        finished = summary["phase"] == selectors.FINISHED
         order = [s for s in WorkflowState.values if counts.get(s)]
         bars = [
             (s, counts[s], STATE_COLOURS.get(s, "#999"), 100.0 * counts[s] / max(found.size, 1))

@@ -13,3 +13,28 @@ class OnboardingConfig(AppConfig):
 
         register(KIND)
         events.register_type(BATCH_PAUSED)  # not a workflow outcome: registered deliberately
+        _fleet_section()
+
+
+def _fleet_section() -> None:
+    """Batches in flight on the fleet page (maas_domain/fleet.py)."""
+    from maas_domain import fleet
+    from onboarding import selectors
+    from onboarding.models import OnboardingBatch
+
+    fleet.register(
+        fleet.Section(
+            "batches",
+            50,
+            lambda: [
+                fleet.Column(
+                    "batches.in_flight",
+                    "in flight",
+                    fleet.changelist(OnboardingBatch, phase="in_flight"),
+                )
+            ],
+            lambda: {
+                (site, "batches.in_flight"): n for site, n in selectors.in_flight_per_site().items()
+            },
+        )
+    )

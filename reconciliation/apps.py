@@ -25,3 +25,35 @@ class ReconciliationConfig(AppConfig):
         metrics.register_gauge_source(
             "drift", lambda: [metrics.open_drift_family(open_drift_by_kind())]
         )
+        _fleet_section()
+
+
+def _fleet_section() -> None:
+    """Open drift by severity on the fleet page (maas_domain/fleet.py): records nobody
+    acknowledged yet, most severe first."""
+    from maas_domain import fleet
+    from maas_domain.humanize import SEVERITY_COLOURS
+    from reconciliation.models import DriftRecord, Severity
+    from reconciliation.selectors import open_drift_by_severity
+
+    alarms: dict[str, str] = {
+        str(s): SEVERITY_COLOURS[s] for s in (Severity.CRITICAL, Severity.WARNING)
+    }
+    fleet.register(
+        fleet.Section(
+            "open drift",
+            30,
+            lambda: [
+                fleet.Column(
+                    f"drift.{sev}",
+                    str(sev),
+                    fleet.changelist(DriftRecord, state="open", severity__exact=sev),
+                    alarm=alarms.get(sev, ""),
+                )
+                for sev in reversed(Severity.values)  # critical, warning, info
+            ],
+            lambda: {
+                (site, f"drift.{sev}"): n for (site, sev), n in open_drift_by_severity().items()
+            },
+        )
+    )

@@ -15,7 +15,14 @@ from django.utils import timezone
 
 from maas_domain.models import MaasSite
 from maas_domain.models.sites import SiteStatus
-from reconciliation.models import ACTIVE_DRIFT, ACTIVE_RUN, DriftRecord, NodeMaasState, ReconcileRun
+from reconciliation.models import (
+    ACTIVE_DRIFT,
+    ACTIVE_RUN,
+    DriftRecord,
+    DriftState,
+    NodeMaasState,
+    ReconcileRun,
+)
 
 SCHEDULE_NAME = "reconciliation-dispatch"
 
@@ -54,6 +61,18 @@ def open_drift_counts() -> dict[tuple[int, str, str, str], int]:
         .order_by()
     )
     return {(site, kind, sev, state): n for site, kind, sev, state, n in rows}
+
+
+def open_drift_by_severity() -> dict[tuple[int, str], int]:
+    """(site_id, severity) -> drift records still open (nobody acknowledged or resolved them).
+    One query."""
+    rows = (
+        DriftRecord.objects.filter(state=DriftState.OPEN)
+        .values_list("site_id", "severity")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {(site, sev): n for site, sev, n in rows}
 
 
 def last_run_durations() -> dict[int, tuple[str, float | None]]:

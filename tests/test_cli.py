@@ -103,11 +103,29 @@ def test_one_batch_request_and_a_rerun_replays_it(cli: Any, target: Any, tmp_pat
     batch = OnboardingBatch.objects.get()
     assert f"batch {batch.pk}: 2 host(s) accepted" in first.output
     again = cli(*batch_args(path))
-    assert again.exit_code == 0 and again.output == first.output  # replayed, not started twice
+    assert again.exit_code == 0, again.output  # replayed, not started twice, and says so
+    assert f"replayed: already accepted as batch {batch.pk} (2 host(s), created" in again.output
+    assert "nothing new was started" in again.output and "host(s) accepted" not in again.output
     assert OnboardingBatch.objects.count() == 1 and Onboarding.objects.count() == 2
     listed = cli("-o", "json", "onboardings", "batches")
     [row] = json.loads(listed.output)
     assert row["counts"]["pending"] == 2 and row["open"] == 2
+
+
+def test_a_batch_whose_onboardings_all_ended_is_finished_as_the_admin_says(
+    cli: Any, target: Any, tmp_path: Path, admin_client: Any
+) -> None:
+    assert cli(*batch_args(write(tmp_path, "hostname,ipmi_ip\nc01,10.1.0.1\n"))).exit_code == 0
+    batch = OnboardingBatch.objects.get()
+    Onboarding.objects.filter(batch=batch).update(state="succeeded")  # as if it ran
+    page = admin_client.get(f"/admin/onboarding/onboardingbatch/{batch.pk}/change/")
+    assert "<strong>Finished</strong>" in page.content.decode()
+    shown = cli("batches", "show", str(batch.pk))
+    assert shown.exit_code == 0, shown.output
+    assert "finished" in shown.stdout and "│ running" not in shown.stdout
+    listed = cli("batches", "list")
+    assert "finished" in listed.stdout and "running" not in listed.stdout
+    assert OnboardingBatch.objects.get().state == "running"  # the admission state, unchanged
 
 
 def test_rows_the_api_refuses_are_mapped_back_to_csv_lines(
@@ -244,6 +262,33 @@ def test_a_new_token_says_what_its_scope_allows(cli: Any) -> None:
     assert "Scope admin: operate, plus decommissions" in admin.stderr
 
 
+def test_a_colleague_s_token_from_maasctl(cli: Any) -> None:
+    """Tokens for a colleague (docs/cli.md): made with --user, listed by user, revoked; the
+    value is printed once and never listed."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from maas_domain.models import ApiToken
+
+    bob = get_user_model().objects.create_user("bob")
+    bob.groups.add(Group.objects.get(name="maascp-operate"))
+    made = cli("tokens", "create", "bob-ci", "--user", "bob", "--scope", "operate",
+               "--expires-in-days", "14")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "The token for bob (shown only now" in made.stderr
+    raw = made.stdout.strip().splitlines()[-1]
+    assert ApiToken.objects.get(name="bob-ci").user == bob and raw.startswith("mcp_")
+    listed = cli("tokens", "list", "--user", "bob")
+    assert "bob-ci" in listed.stdout and raw not in listed.output
+    too_wide = cli("tokens", "create", "x", "--user", "bob", "--scope", "admin")
+    assert too_wide.exit_code == 2 and "bob's role allows operate" in too_wide.stderr
+    token = ApiToken.objects.get(name="bob-ci")
+    revoked = cli("tokens", "revoke", str(token.pk), "--reason", "rotated", "--yes")
+    assert revoked.exit_code == 0, revoked.output
+    token.refresh_from_db()
+    assert token.revoked_at is not None and token.revoke_reason == "rotated"
+
+
 def test_verbs_with_dry_run_and_a_confirmed_cancel(cli: Any, target: Any) -> None:
     site, _, sku = target
     node = make_node(site, sku=sku, hostname="d1", state="active", ipmi_ip="10.2.0.1")
@@ -287,6 +332,8 @@ def test_journey_from_csv_with_progress_then_reimage(
 ) -> None:
     sim = flow.sim
     ca = write(tmp_path, CA_PEM, "ca.pem")
+    # one MAAS, one site: the fixture's site steps aside for the one this journey makes
+    assert cli("sites", "disable", "flow-site", "--yes").exit_code == 0
     made = cli("sites", "create", "rack-7", "--maas-url", sim.url, "--pxe-subnet", "10.20.0.0/16",
                "--ca-bundle", str(ca),
                "--policy", '{"max_concurrent_workflows": 10}')  # fmt: skip

@@ -54,6 +54,8 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
             str(port),
             "--maas-port",
             str(free_port()),
+            "--lab-maas-port",
+            str(free_port()),
             "--concurrency",
             "1",
         ],
@@ -91,7 +93,7 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/api/v1/admin/maas-sites",
             data=json.dumps(
-                {"name": "smoke", "maas_url": "http://127.0.0.1:5240/MAAS/", "region": "east"}
+                {"name": "smoke", "maas_url": "http://127.0.0.1:5299/MAAS/", "region": "east"}
             ).encode(),
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             method="POST",
@@ -179,6 +181,7 @@ def test_run_command_brings_up_the_whole_embedded_stack(tmp_path: Path) -> None:
     logs = tmp_path / "log"
     assert {p.name for p in logs.iterdir()} == {
         "maas-simulator.log",
+        "lab-maas.log",
         "api.log",
         "worker.log",
         "beat.log",
@@ -215,7 +218,7 @@ def test_show_logs_copies_a_process_log_to_the_console_and_its_file(tmp_path: Pa
 def _start(data: Path, port: int, maas_port: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "manage.py", "run_embedded", "--port", str(port), "--maas-port",
-         str(maas_port), "--concurrency", "1", "--no-demo"],
+         str(maas_port), "--lab-maas-port", str(free_port()), "--concurrency", "1", "--no-demo"],
         cwd=ROOT, env=embedded_env(data), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,  # signals from this test reach the runner alone
     )  # fmt: skip
@@ -273,7 +276,7 @@ def test_restart_keeps_the_token_and_logs_and_hangup_or_kill_stops_everything(
         # a second start from the same data folder is refused, naming the first
         second = subprocess.run(
             [sys.executable, "manage.py", "run_embedded", "--port", str(free_port()),
-             "--maas-port", str(free_port()), "--no-demo"],
+             "--maas-port", str(free_port()), "--lab-maas-port", str(free_port()), "--no-demo"],
             cwd=ROOT, env=embedded_env(tmp_path), capture_output=True, text=True, timeout=90,
         )  # fmt: skip
         assert second.returncode != 0
@@ -296,7 +299,10 @@ def test_restart_keeps_the_token_and_logs_and_hangup_or_kill_stops_everything(
     again = _start(tmp_path, port, maas_port)
     try:
         text = _banner(again)
-        assert f"API token   : {token}  (the same as before" in text
+        assert f"API token   : {token}  (the same as before" in text  # across the reset too
+        # the simulators start afresh, and the database with them, saying what went
+        assert "Database    : reset with the simulated MAAS" in text
+        assert "the last run's 1 site(s) are gone" in text
         assert (tmp_path / "log" / "api.log.1").stat().st_size > 0  # the first run's log
         children = _children(tmp_path)
         again.kill()  # kill -9 of the runner: no SIGTERM handler runs

@@ -1,14 +1,15 @@
 """README's "Try the API", as written, against the embedded stack (``make run``): the curl
-journey creates a site the documented way (no CA, no node URL: the stack's own apply), writes
-the simulator's key, adds a profile and a SKU, probes, onboards c07u32 and ends with a
-succeeded onboarding and an active node; the maasctl journey onboards a CSV batch on the demo
-site, lists the active nodes, shows a node's timeline and reimages it.
+journey creates a site the documented way on the spare MAAS (no CA, no node URL: the stack's
+own apply), writes the simulator's key, adds a profile and a SKU, probes, onboards r12u01 and
+ends with a succeeded onboarding and an active node; the maasctl journey onboards a CSV batch
+on the demo site, lists the active nodes, shows a node's timeline and reimages it, both named by
+hostname. A second site on the demo's MAAS is refused, as README says.
 
 The only changes made to the text are the ones a reader makes: the banner's token, the ports
-this test runs on, a node id where README says ``<node id>``, and "y" at the reimage's
-confirmation prompt. Each substitution must find its target, so a README that drifts breaks
-this test rather than passing it silently. Run from a folder where ``var/`` is the stack's data
-folder and ``.venv`` the project's, as from the repository's root."""
+this test runs on, and "y" at the reimage's confirmation prompt. Each substitution must find its
+target, so a README that drifts breaks this test rather than passing it silently. Run from a
+folder where ``var/`` is the stack's data folder and ``.venv`` the project's, as from the
+repository's root."""
 
 from __future__ import annotations
 
@@ -60,12 +61,13 @@ def run(script: str, cwd: Path, env: dict[str, str], stdin: str = "") -> str:
 
 
 def test_readme_journeys_as_written_end_with_succeeded_onboardings(tmp_path: Path) -> None:
-    port, maas_port = free_port(), free_port()
+    port, maas_port, lab_port = free_port(), free_port(), free_port()
     data = tmp_path / "var"
     env = embedded_env(data)
     runner = subprocess.Popen(
         [sys.executable, "manage.py", "run_embedded", "--port", str(port), "--maas-port",
-         str(maas_port), "--concurrency", "2", "--no-demo", "--time-scale", "120"],
+         str(maas_port), "--lab-maas-port", str(lab_port), "--concurrency", "2", "--no-demo",
+         "--time-scale", "120"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )  # fmt: skip
@@ -91,27 +93,27 @@ def test_readme_journeys_as_written_end_with_succeeded_onboardings(tmp_path: Pat
         curl, maasctl = journeys()
         curl = replaced(curl, "TOKEN=mcp_...", f"TOKEN={token.group(1)}")
         curl = replaced(curl, "127.0.0.1:8000", f"127.0.0.1:{port}")
-        curl = replaced(curl, "127.0.0.1:5240", f"127.0.0.1:{maas_port}")
+        curl = replaced(curl, "127.0.0.1:5241", f"127.0.0.1:{lab_port}")
         printed = run(curl, tmp_path, shell_env).split("\n")
         assert printed[:2] == ["200", "healthy"], printed  # credentials stored, probe healthy
-        assert printed[2] == "succeeded", printed  # the onboarding of c07u32
+        assert printed[2] == "succeeded", printed  # the onboarding of r12u01
         [node] = json.loads(printed[3])["results"]
         assert (node["hostname"], node["state"], node["site_name"]) == (
-            "c07u32",
+            "r12u01",
             "active",
             "lab-east",
         )
+        # what README says of a second site on the demo's MAAS
+        shared = curl[: curl.index("curl -s -X POST $API/maas-sites/$SITE/credentials")]
+        shared = replaced(shared, '"name": "lab-east"', '"name": "lab-west"')
+        shared = replaced(shared, f"127.0.0.1:{lab_port}", f"127.0.0.1:{maas_port}")
+        shared = shared.replace("| field id)", ")") + 'echo "$SITE"\n'
+        refused = json.loads(run(shared, tmp_path, shell_env))
+        assert refused["error"] == "maas_in_use" and "'demo'" in refused["detail"], refused
 
-        lines = maasctl.splitlines()
-        at = next(i for i, line in enumerate(lines) if "<node id>" in line)
-        said = run("\n".join(lines[:at]), tmp_path, shell_env)
+        said = run(maasctl, tmp_path, shell_env, stdin="y\n")  # "y" at the reimage's prompt
         assert "batch 1: 2 succeeded" in said, said
-        # the reader picks a node id from the list the journey printed
-        listed = run(".venv/bin/maasctl nodes list --state active -o json", tmp_path, shell_env)
-        active = {n["hostname"]: n["id"] for n in json.loads(listed)}
-        assert {"gpu-a01", "gpu-a02", "c07u32"} <= set(active), active
-        rest = replaced("\n".join(lines[at:]), "<node id>", str(active["gpu-a01"]))
-        said = run(rest, tmp_path, shell_env, stdin="y\n")  # "y" at the reimage's prompt
+        assert "reimage (erase, then deploy again) node" in said and "gpu-a01 on demo?" in said
         assert "entries, oldest first" in said, said
         reimages = run(".venv/bin/maasctl decommissions list -o json", tmp_path, shell_env)
         assert [(d["hostname"], d["mode"], d["state"]) for d in json.loads(reimages)] == [

@@ -7,13 +7,14 @@ from typing import Any
 
 import django_filters
 from django import forms
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
 
 from maas_domain.models import (
     Allocation,
     AllocationState,
+    Cordon,
     MaasSite,
     Node,
     NodeState,
@@ -94,10 +95,17 @@ class NodeFilter(django_filters.FilterSet):
     sku = IdFilter(field_name="sku_id")
     state = django_filters.MultipleChoiceFilter(distinct=False, choices=NodeState.choices)
     search = django_filters.CharFilter(field_name="hostname", lookup_expr="icontains")
+    cordoned = django_filters.BooleanFilter(
+        method="filter_cordoned", help_text="Nodes with (true) or without (false) an active cordon."
+    )
 
     class Meta:
         model = Node
-        fields = ["site", "sku", "state", "hostname", "maas_system_id"]
+        fields = ["site", "sku", "state", "hostname", "maas_system_id", "cordoned"]
+
+    def filter_cordoned(self, queryset: QuerySet[Node], name: str, value: bool) -> QuerySet[Node]:
+        held = Cordon.objects.filter(lifted_at__isnull=True).values("node_id")
+        return queryset.filter(pk__in=held) if value else queryset.exclude(pk__in=held)
 
 
 class AllocationFilter(django_filters.FilterSet):

@@ -3,7 +3,8 @@
 The first request with a key runs and its answer (success or domain error) is stored for that
 caller and endpoint; a repeat with the same body gets the stored answer without running again;
 the same key with another body is a 422. A repeat that arrives while the first is still running
-gets 409.
+gets 409. A replayed answer carries ``Idempotent-Replayed: true`` (docs/api.md), so a client
+can say "already accepted" rather than "accepted".
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from maas_domain.errors import Conflict, DomainError, IdempotencyKeyReused, Inva
 from maas_domain.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
+REPLAYED = "Idempotent-Replayed"
 
 
 def idempotent(request: Request, run: Callable[[], Response]) -> Response:
@@ -49,7 +51,7 @@ def idempotent(request: Request, run: Callable[[], Response]) -> Response:
             raise Conflict(
                 "A request with this Idempotency-Key is still being processed."
             ) from None
-        return Response(record.body, status=record.status_code)
+        return Response(record.body, status=record.status_code, headers={REPLAYED: "true"})
     try:
         response = run()
     except DomainError as exc:

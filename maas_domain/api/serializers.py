@@ -203,6 +203,15 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
     allow_http = serializers.BooleanField(
         required=False, help_text="Nodes may fetch over plain http (a lab); otherwise https only."
     )
+    share_maas_with = serializers.ListField(
+        child=serializers.SlugField(max_length=63),
+        required=False,
+        write_only=True,
+        max_length=100,
+        help_text="One MAAS, one site: a site on a MAAS another site uses is refused (409 "
+        "`maas_in_use`, naming it) unless this lists every such site by name, confirming the "
+        'share (docs/api.md, "One MAAS, one site").',
+    )
     ca_certificates = serializers.SerializerMethodField()
     node_trust = serializers.SerializerMethodField()
     effective_policy = serializers.SerializerMethodField()
@@ -232,6 +241,7 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
             "node_trust",
             "payload_allowed_hosts",
             "allow_http",
+            "share_maas_with",
             "health",
             "last_probe_at",
             "probe_result",
@@ -602,6 +612,12 @@ class TokenSerializer(serializers.ModelSerializer[ApiToken]):
 
 class TokenCreateSerializer(StrictMixin, serializers.Serializer[Any]):
     name = serializers.RegexField(r"^[^\x00-\x1f\x7f]+$", max_length=100)
+    user = serializers.CharField(
+        required=False,
+        max_length=150,
+        help_text="The user name the token is for (default: yours). A colleague's token needs "
+        "the admin role; its scope must be within that user's role.",
+    )
     scope = serializers.ChoiceField(
         choices=TokenScope.choices,
         default=TokenScope.READ,

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import (
+    OpenApiParameter,
     extend_schema,
     extend_schema_view,
 )
@@ -390,16 +391,22 @@ class RoceAssignmentViewSet(
         operation_id="tokens_list",
         summary="List API tokens",
         description=(
-            "Your tokens (administrators: everyone's): name, scope, expiry, who made and "
-            "revoked them. A token's value is never shown again."
+            "Your tokens (administrators: everyone's, or one user's with `?user=`): name, "
+            "scope, expiry, who made and revoked them. A token's value is never shown again."
         ),
+        parameters=[
+            OpenApiParameter(
+                "user", str, description="Only this user's tokens (a user name).", required=False
+            )
+        ],
     ),
     create=extend_schema(
         operation_id="tokens_create",
         summary="Create an API token",
         description=(
-            "A token for the calling user with a scope (`read`, `operate`, `admin`) and an "
-            "expiry. The token is in this answer only: store it now."
+            "A token with a scope (`read`, `operate`, `admin`) and an expiry, for the calling "
+            "user or, with `user`, for a colleague (admin role; the scope within their role). "
+            "The token is in this answer only: store it now."
         ),
         request=TokenCreateSerializer,
         responses={201: TokenCreatedSerializer},
@@ -413,15 +420,18 @@ class TokenViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[ApiToken]):
     serializer_class = TokenSerializer
 
     def get_queryset(self) -> QuerySet[ApiToken]:
-        return token_services.api_token_list(actor=self.request.user)
+        name = self.request.query_params.get("user")
+        user = token_services.token_user(name) if name is not None else None
+        return token_services.api_token_list(actor=self.request.user, user=user)
 
     def create(self, request: Request) -> Response:
         body = TokenCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         days = body.validated_data.get("expires_in_days")
+        named = body.validated_data.get("user")
         token, raw = token_services.api_token_create(
             actor=request.user,
-            user=request.user,
+            user=token_services.token_user(named) if named is not None else request.user,
             name=body.validated_data["name"],
             scope=body.validated_data["scope"],
             expires_in=timedelta(days=days) if days else None,

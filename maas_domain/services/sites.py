@@ -7,8 +7,8 @@ from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 
-from maas_domain import audit, urlsafety
-from maas_domain.errors import Conflict, InvalidInput
+from maas_domain import audit, locks, urlsafety
+from maas_domain.errors import Conflict, DomainError, InvalidInput, MaasInUse
 from maas_domain.models import MaasSite, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteStatus
 from maas_domain.nodetrust import trust_problems
@@ -25,6 +25,7 @@ MAX_APPROVED_HOSTS = 1000
 # plane (a site that lost its trust otherwise, e.g. its deployment CA removed, can still be
 # edited and disabled; its probe reports it).
 TRUST_FIELDS = {"ca_bundle_pem", "node_api_url"}
+SITE_URLS_LOCK = "maas-site-urls"  # held while a site's MAAS URL is checked and saved
 
 
 def _refuse_if_open(label: str, **filters: Any) -> None:
@@ -120,26 +121,121 @@ def _describe(work: list[dict[str, Any]]) -> str:
     return ", ".join(named) + more
 
 
+# -- one MAAS, one site (docs/api.md, "One MAAS, one site") -----------------------------------
+
+
+def maas_endpoint(url: str) -> str:
+    """What makes two MAAS URLs one region: the host (case-insensitive), the port (the scheme's
+    default when absent) and the path without its trailing slash. The scheme is not part of it:
+    http and https on one host and port are one MAAS."""
+    parts = urlsplit(str(url).strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return f"{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
+
+
+def sites_on_maas(url: str, *, exclude: int | None = None) -> list[MaasSite]:
+    """The sites, not disabled, whose MAAS URL is the same region as ``url`` (a short scan:
+    sites are tens, not thousands)."""
+    endpoint = maas_endpoint(url)
+    rows = MaasSite.objects.exclude(status=SiteStatus.DISABLED).order_by("id")
+    if exclude is not None:
+        rows = rows.exclude(pk=exclude)
+    return [s for s in rows.only("id", "name", "maas_url") if maas_endpoint(s.maas_url) == endpoint]
+
+
+def shared_maas_names(value: Any) -> list[str]:
+    """``share_maas_with`` as a list of site names (a comma-separated string is accepted: the
+    admin's form field)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [n.strip() for n in value.split(",") if n.strip()]
+    return [str(n).strip() for n in value if str(n).strip()]
+
+
+def shared_maas_refusal(
+    url: str, share_with: Any, *, exclude: int | None = None
+) -> DomainError | None:
+    """Why a site on ``url`` may not be saved, or None: another site uses that MAAS and the
+    request does not name it in ``share_with`` (each such site must be named), or it names a
+    site that is not on that MAAS (a confirmation must be about what it confirms)."""
+    others = sites_on_maas(url, exclude=exclude)
+    named = shared_maas_names(share_with)
+    on_maas = {s.name for s in others}
+    strangers = [n for n in named if n not in on_maas]
+    if strangers:
+        listed = ", ".join(repr(n) for n in strangers)
+        where = ", ".join(repr(n) for n in sorted(on_maas)) or "no other site"
+        return InvalidInput(
+            "Invalid input.",
+            fields={"share_maas_with": [f"{listed} is not a site on this MAAS (on it: {where})."]},
+        )
+    missing = [s for s in others if s.name not in named]
+    if not missing:
+        return None
+    names = ", ".join(repr(s.name) for s in missing)
+    noun = "site" if len(missing) == 1 else "sites"
+    return MaasInUse(
+        f"The MAAS at {url} is already used by {noun} {names}: two sites on one MAAS can each "
+        "onboard the same machine, and each reports the other's machines as drift. Give this "
+        f"site a MAAS of its own, or confirm sharing it with share_maas_with: {names}.",
+        sites_on_maas=[{"id": s.pk, "name": s.name, "maas_url": s.maas_url} for s in others],
+    )
+
+
+def maas_check_needed(before: dict[str, Any], url: str, status: str, share_with: Any) -> bool:
+    """Whether saving a site changed from ``before`` (its ``maas_url`` and ``status``) must pass
+    the one-MAAS check: a new site (``before`` empty), a MAAS URL naming another region, a
+    disabled site enabled, or a share confirmed explicitly."""
+    if not before:
+        return True
+    moved = maas_endpoint(before.get("maas_url", "")) != maas_endpoint(url)
+    enabled = before.get("status") == SiteStatus.DISABLED and status != SiteStatus.DISABLED
+    return moved or enabled or bool(shared_maas_names(share_with))
+
+
+def _shared_reason(url: str, share_with: Any, *, exclude: int | None = None) -> str:
+    """The audit reason of a confirmed share (empty when the MAAS is the site's alone)."""
+    names = [s.name for s in sites_on_maas(url, exclude=exclude)]
+    return f"shares its MAAS with {', '.join(names)} (confirmed)" if names else ""
+
+
 def _refuse(errors: dict[str, list[str]]) -> None:
     if errors:
         raise InvalidInput("Invalid input.", fields=errors)
 
 
 def site_create(*, actor: audit.Actor, data: dict[str, Any]) -> MaasSite:
-    """Create a site. ``data['policy']`` holds explicit policy keys (validated here)."""
-    data = _check_site_fields(dict(data))
+    """Create a site. ``data['policy']`` holds explicit policy keys (validated here).
+    ``data['share_maas_with']`` names the sites already on its MAAS, when it shares one."""
+    data = dict(data)
+    share_with = data.pop("share_maas_with", None)
+    data = _check_site_fields(data)
     data["policy"] = merge_policy({}, validate_policy(data.get("policy", {})))
     draft = MaasSite(**data)
     # nodes of a new site must be able to reach and trust us: refused here, never at preflight
     _refuse(_site_url_errors(draft) | trust_problems(draft))
     with transaction.atomic():
+        locks.hold(SITE_URLS_LOCK)  # two creates on one MAAS at once: the second sees the first
+        if refusal := shared_maas_refusal(draft.maas_url, share_with):
+            raise refusal
+        reason = _shared_reason(draft.maas_url, share_with)
         try:
             with transaction.atomic():
                 site = MaasSite.objects.create(**data)
         except IntegrityError as exc:
             raise Conflict(f"A site named {data.get('name')!r} already exists.") from exc
         audit.record(
-            actor=actor, action="maas_site.create", target=site, after=audit.snapshot(site)
+            actor=actor,
+            action="maas_site.create",
+            target=site,
+            after=audit.snapshot(site),
+            reason=reason,
         )
     return site
 
@@ -155,10 +251,13 @@ def _update_policy_holder(
     expected_revision: int | None,
     unique_message: str,
     url_errors: Any,
+    also: Any = None,
 ) -> Any:
     """Update a site or a profile: ``policy_attr`` is a merge-patch, and disabling is refused
     while open workflows use the row (``kind`` is both the audit prefix and the filter name).
-    ``url_errors(row)`` checks the changed row's URLs (nothing is saved when it finds any)."""
+    ``url_errors(row)`` checks the changed row's URLs (nothing is saved when it finds any);
+    ``also(row, before)``, when given, checks the changed row further (it raises to refuse) and
+    returns a reason for the audit row."""
     changes = dict(changes)
     patch = (
         validate_policy(changes.pop(policy_attr), field_name=policy_attr)
@@ -179,6 +278,8 @@ def _update_policy_holder(
         if patch is not None:
             setattr(row, policy_attr, merge_policy(getattr(row, policy_attr), patch))
         _refuse(url_errors(row))
+        if also is not None:
+            reasons.append(also(row, before))
         if kind == "site" and {"maas_url", "verify_tls"} & set(changes):
             reasons.append(
                 credentials_unbind_on_change(
@@ -207,8 +308,22 @@ def site_update(
     changes: dict[str, Any],
     expected_revision: int | None = None,
 ) -> MaasSite:
-    """Update fields; ``policy`` is a merge-patch (null unsets). Disabling checks open work."""
-    changes = _check_site_fields(dict(changes))
+    """Update fields; ``policy`` is a merge-patch (null unsets). Disabling checks open work.
+    A new MAAS URL, or enabling a disabled site, is refused while another site uses that MAAS
+    unless ``changes['share_maas_with']`` names it."""
+    changes = dict(changes)
+    share_with = changes.pop("share_maas_with", None)
+    changes = _check_site_fields(changes)
+
+    def one_site_per_maas(row: MaasSite, before: dict[str, Any]) -> str:
+        old = {"maas_url": row.maas_url, "status": row.status, **before}
+        if not maas_check_needed(old, row.maas_url, row.status, share_with):
+            return ""
+        locks.hold(SITE_URLS_LOCK)
+        if refusal := shared_maas_refusal(row.maas_url, share_with, exclude=row.pk):
+            raise refusal
+        return _shared_reason(row.maas_url, share_with, exclude=row.pk)
+
     site: MaasSite = _update_policy_holder(
         actor=actor,
         queryset=MaasSite.objects.all(),
@@ -221,6 +336,7 @@ def site_update(
         url_errors=lambda row: (
             _site_url_errors(row) | (trust_problems(row) if TRUST_FIELDS & set(changes) else {})
         ),
+        also=one_site_per_maas,
     )
     return site
 

@@ -8,9 +8,11 @@ Rules:
 * a token has a scope, ``read``, ``operate`` or ``admin`` (``maas_domain/access.py``); a request
   through it may do what both the token's scope and its user's role allow, so a scope above the
   user's role grants nothing more;
-* a user creates and revokes their own tokens; tokens of another user need the ``admin``
-  action. ``actor=None`` is the system (the management command run by an operator on the
-  host, ``run_embedded``);
+* a user creates and revokes their own tokens; tokens of another user (a colleague's, from the
+  API, the admin pages or maasctl: docs/security.md) need the ``admin`` action. ``actor=None``
+  is the system (the management command run by an operator on the host, ``run_embedded``);
+* a token is made only for an active user, with a scope their role allows: a wider scope would
+  grant nothing more (the role bounds every request) and would only mislead whoever holds it;
 * the raw token is returned once, by ``api_token_create``; only its SHA-256 is stored, and the
   audit row carries its id, name, prefix, scope and expiry, never the token;
 * a token made through another token (``parent``: a bearer-token request) never has a wider
@@ -29,7 +31,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from maas_domain import audit
-from maas_domain.access import RANK, Action, allowed
+from maas_domain.access import RANK, Action, allowed, user_rank
 from maas_domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from maas_domain.models import ApiToken, TokenScope
 
@@ -90,8 +92,19 @@ def api_token_create(
                 expires_in = parent.expires_at - now
     if errors:
         raise InvalidInput("Invalid token request.", fields=errors)
-    if not _may_manage(actor, user):
+    if not _may_manage(actor, user):  # before anything about the user is said
         raise Forbidden("Creating a token for another user needs the admin role.")
+    if not getattr(user, "is_active", False):
+        errors["user"] = [f"{user.get_username()} is not an active user."]
+    elif user_rank(user) < RANK[Action(scope)]:
+        role = next((a.value for a in Action if RANK[a] == user_rank(user)), None)
+        errors["scope"] = [
+            f"{user.get_username()}'s role allows {role or 'nothing (no maascp group)'}: a "
+            f"{scope} token would do no more than that. Ask for a narrower scope, or give "
+            "the user the role first."
+        ]
+    if errors:
+        raise InvalidInput("Invalid token request.", fields=errors)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         token = ApiToken.objects.create(
@@ -152,9 +165,26 @@ def _descendants(token: ApiToken) -> list[int]:
     return found
 
 
+def token_user(username: Any) -> Any:
+    """The user a token is asked for, by user name (a 400 naming ``user`` when there is none;
+    a value no user name could be is refused before any query: PostgreSQL cannot even compare
+    a NUL)."""
+    from django.contrib.auth import get_user_model
+
+    if not isinstance(username, str) or not 0 < len(username) <= 150:
+        raise InvalidInput("Invalid token request.", fields={"user": ["Not a user name."]})
+    if not username.isprintable():
+        raise InvalidInput("Invalid token request.", fields={"user": ["Not a user name."]})
+    found = get_user_model().objects.filter(username=username).first()
+    if found is None:
+        raise InvalidInput("Invalid token request.", fields={"user": ["No such user."]})
+    return found
+
+
 def api_token_list(*, actor: audit.Actor, user: Any | None = None) -> QuerySet[ApiToken]:
-    """Tokens the actor may see: their own, or (admin role) anyone's, newest first."""
+    """Tokens the actor may see: their own, or (admin role) anyone's, newest first; ``user``:
+    only that user's among them."""
     rows = ApiToken.objects.select_related("user").order_by("-created_at")
     if actor is not None and not allowed(actor, Action.ADMIN):
-        return rows.filter(user_id=getattr(actor, "pk", None) or 0)
+        rows = rows.filter(user_id=getattr(actor, "pk", None) or 0)
     return rows.filter(user=user) if user is not None else rows

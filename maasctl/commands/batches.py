@@ -27,6 +27,15 @@ app = typer.Typer(help="Onboarding batches: list, show (--watch), resume, cancel
 DETAIL = (*BATCH_COLUMNS, "paused_at", "counts", "canary", "failure_budget")
 
 
+def _phase(row: dict[str, Any]) -> dict[str, Any]:
+    """A table's phase cell: the API's (the admin's word), with a finished batch that was
+    cancelled saying so, as the admin's batch page does."""
+    phase = row.get("phase") or row.get("state")
+    if phase == "finished" and row.get("state") == "cancelled":
+        phase = "finished (cancelled)"
+    return {**row, "phase": phase}
+
+
 def _paused(summary: dict[str, Any], pk: int) -> None:
     if summary.get("state") == "paused":
         reason = output.clean(summary.get("paused_reason") or "no reason given")
@@ -60,6 +69,7 @@ def batches_list(
     page = STATE.api.pages("/onboardings/batches", limit=None if every else limit,
                            site=site_id(site) if site else None)  # fmt: skip
     if STATE.fmt == "table":
+        page.items[:] = [_phase(row) for row in page.items]
         for row in page.items:
             row["counts"] = {k: v for k, v in row["counts"].items() if v}
     listing(page, (*BATCH_COLUMNS, "counts"), noun="batches")
@@ -72,7 +82,7 @@ def batch_show(pk: WorkflowId, watch_: Watch = False, interval: Interval = 3.0) 
         watch_batch(pk, interval)
         return
     data = STATE.api.get(f"/onboardings/batches/{pk}")
-    show(data, DETAIL)
+    show(_phase(data) if STATE.fmt == "table" else data, DETAIL)
     if STATE.fmt == "table":
         if data["failed"]:
             output.console.print(watch.failures_table(data["failed"]))
@@ -100,7 +110,10 @@ def batch_cancel(
 ) -> None:
     """Stop admitting the batch and cancel its open onboardings (asks first); those waiting
     for an operator (manual_intervention) are left to them and listed."""
-    confirm(f"cancel batch {pk} and its open onboardings", yes or dry_run)
+    if not (yes or dry_run):
+        batch = STATE.api.get(f"/onboardings/batches/{pk}")
+        confirm(f"cancel batch {pk} ({batch.get('size')} hosts on site {batch.get('site_id')}) "
+                f"and its {batch.get('open', 0)} open onboardings", False)  # fmt: skip
     answer = send("POST", f"/onboardings/batches/{pk}/cancel", {"reason": reason},
                   dry_run=dry_run, idempotent=True, columns=DETAIL)  # fmt: skip
     show(answer, (*DETAIL, "cancelled", "left_for_operator"))

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from maasctl import output
-from maasctl.cli import STATE, body_of, cut, listing, show, site_id, sku_id
-from maasctl.options import All, Limit
+from maasctl.cli import STATE, body_of, cut, listing, node_id, show, site_id, sku_id
+from maasctl.options import All, Limit, NodeRef
 
 app = typer.Typer(help="Nodes: inventory, workflows and timeline.")
 COLUMNS = ("id", "hostname", "site_name", "sku_code", "state", "maas_system_id")
@@ -32,8 +32,8 @@ def nodes_list(
 
 
 @app.command("show")
-def nodes_show(node: int) -> None:
-    data = STATE.api.get(f"/nodes/{node}")
+def nodes_show(node: NodeRef) -> None:
+    data = STATE.api.get(f"/nodes/{node_id(node)}")
     if STATE.fmt != "table":
         show(data)
         return
@@ -45,7 +45,7 @@ def nodes_show(node: int) -> None:
 
 @app.command("timeline")
 def nodes_timeline(
-    node: int,
+    node: NodeRef,
     maas_events: Annotated[
         bool, typer.Option("--maas-events", help="Merge the machine's MAAS events.")
     ] = False,
@@ -54,7 +54,7 @@ def nodes_timeline(
 ) -> None:
     """Every workflow's events and the operator actions on the node, oldest first: the latest
     --limit entries, or every one with --all."""
-    got = STATE.api.latest(f"/nodes/{node}/timeline", limit=None if every else limit,
+    got = STATE.api.latest(f"/nodes/{node_id(node)}/timeline", limit=None if every else limit,
                            maas_events="true" if maas_events else None)  # fmt: skip
     status = got.first_page.get("maas_events") or {}
     if STATE.fmt != "table":
@@ -75,16 +75,17 @@ EVIDENCE_COLUMNS = ("id", "kind", "workflow_kind", "workflow_id", "maas_system_i
 
 @app.command("evidence")
 def nodes_evidence(
-    node: int,
+    node: NodeRef,
     evidence: Annotated[int | None, typer.Argument(help="One piece of evidence, in full.")] = None,
 ) -> None:
     """What put the node in quarantine, frozen when it happened (docs/hardware.md): the list,
     or one piece with its report, MAAS's events and the workflow's timeline."""
+    pk = node_id(node)
     if evidence is None:
-        page = STATE.api.pages(f"/nodes/{node}/evidence", limit=None)
+        page = STATE.api.pages(f"/nodes/{pk}/evidence", limit=None)
         listing(page, EVIDENCE_COLUMNS, noun="pieces of evidence")
         return
-    data = STATE.api.get(f"/nodes/{node}/evidence/{evidence}")
+    data = STATE.api.get(f"/nodes/{pk}/evidence/{evidence}")
     if STATE.fmt != "table":
         show(data)
         return

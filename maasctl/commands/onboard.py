@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from maasctl import csvfile, output
 from maasctl.api import ApiError
 from maasctl.cli import (
+    STATE,
     WF_COLUMNS,
     body_of,
     profile_id,
@@ -59,6 +60,11 @@ def onboard_host(
                    hostname=hostname, ipmi_ip=ipmi_ip, confirm_host=confirm_host)  # fmt: skip
     key = csvfile.idempotency_key("onboard", body)
     wf = send("POST", "/onboardings", body, headers={"Idempotency-Key": key}, dry_run=dry_run)
+    if STATE.api.replayed:  # the same request was sent before: nothing new started
+        made = output.clean(wf.get("created_at", "?"))
+        host = output.clean(wf.get("hostname", hostname))
+        output.warn(f"replayed: already accepted as onboarding {wf['id']} ({host}, created "
+                    f"{made}); nothing new was started")  # fmt: skip
     show(wf, WF_COLUMNS)
     if watch_:
         watch_workflow("onboardings", wf["id"], interval)
@@ -88,6 +94,12 @@ def onboard_batch(
     except ApiError as exc:
         row_errors(file, rows, exc)
         raise
-    output.say(f"batch {batch['id']}: {batch['size']} host(s) accepted")
+    if STATE.api.replayed:  # this file (and options) was sent before: nothing new started
+        made = output.clean(batch.get("created_at", "?"))
+        by = output.clean(batch.get("created_by", "?"))
+        output.say(f"replayed: already accepted as batch {batch['id']} ({batch['size']} "
+                   f"host(s), created {made} by {by}); nothing new was started")  # fmt: skip
+    else:
+        output.say(f"batch {batch['id']}: {batch['size']} host(s) accepted")
     if watch_:
         watch_batch(batch["id"], interval)

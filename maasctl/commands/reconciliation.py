@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from maasctl.cli import STATE, body_of, confirm, fail, listing, send, show, site_id
-from maasctl.options import All, DryRun, Limit, SiteOpt, Yes
+from maasctl.cli import STATE, body_of, confirm, fail, listing, node_id, send, show, site_id
+from maasctl.options import All, DryRun, Limit, NodeOpt, SiteOpt, Yes
 
 drift = typer.Typer(help="Drift between our records and MAAS.")
 reconcile = typer.Typer(help="Compare our records with MAAS now, or see how it went.")
@@ -23,18 +23,21 @@ def drift_list(
     site: Annotated[str | None, typer.Option()] = None,
     kind: Annotated[str | None, typer.Option()] = None,
     state: Annotated[str | None, typer.Option()] = None,
-    node: Annotated[int | None, typer.Option()] = None,
+    node: NodeOpt = None,
     limit: Limit = 100,
     every: All = False,
 ) -> None:
-    params = body_of(site=site_id(site) if site else None, kind=kind, state=state, node=node)
+    params = body_of(site=site_id(site) if site else None, kind=kind, state=state,
+                     node=node_id(node))  # fmt: skip
     page = STATE.api.pages("/reconciliation/drift", limit=None if every else limit, **params)
     listing(page, DRIFT_COLUMNS, noun="drift records")
 
 
 @drift.command("resolve")
 def drift_resolve(
-    node: Annotated[int | None, typer.Argument(help="The node (or --machine).")] = None,
+    node: Annotated[
+        str | None, typer.Argument(metavar="NODE", help="Node id or hostname (or --machine).")
+    ] = None,
     machine: Annotated[str | None, typer.Option(help="A MAAS system id with no node.")] = None,
     action: Annotated[
         str, typer.Option(help="acknowledge, adopt or mark-manual-intervention")
@@ -48,7 +51,7 @@ def drift_resolve(
 ) -> None:
     if (node is None) == (machine is None):
         raise fail("give a node id or --machine SYSTEM_ID")
-    path = (f"/reconciliation/drift/{node}/resolve" if node is not None
+    path = (f"/reconciliation/drift/{node_id(node)}/resolve" if node is not None
             else f"/reconciliation/drift/machines/{machine}/resolve")  # fmt: skip
     body = body_of(action=action, kind=kind, reason=reason, expires_in=expires_in)
     answer = send("POST", path, body, dry_run=dry_run, idempotent=True)

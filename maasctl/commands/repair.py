@@ -8,9 +8,9 @@ from typing import Annotated, Any
 import typer
 
 from maasctl import output
-from maasctl.cli import STATE, WF_COLUMNS, body_of, confirm, send, show
+from maasctl.cli import STATE, WF_COLUMNS, body_of, confirm, host_of, node, node_id, send, show
 from maasctl.commands.workflows import watch_workflow, workflow_commands
-from maasctl.options import DryRun, Interval, Watch, WorkflowId, Yes
+from maasctl.options import DryRun, Interval, NodeRef, Watch, WorkflowId, Yes
 
 NODE_COLUMNS = ("id", "hostname", "state", "schedulable", "cordons")
 Reason = Annotated[str, typer.Option(help="Why (audited; required).")]
@@ -23,21 +23,24 @@ def _cordons(node: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def cordon(node: int, reason: Reason, dry_run: DryRun = False) -> None:
+def cordon(node_ref: NodeRef, reason: Reason, dry_run: DryRun = False) -> None:
     """Take a node out of scheduling: new allocations on it are refused (its tenant stays)."""
-    answer = send("POST", f"/nodes/{node}/cordon", {"reason": reason}, dry_run=dry_run)
+    pk = node_id(node_ref)
+    answer = send("POST", f"/nodes/{pk}/cordon", {"reason": reason}, dry_run=dry_run)
     show(_cordons(answer), NODE_COLUMNS)
 
 
-def uncordon(node: int, reason: Reason, yes: Yes = False, dry_run: DryRun = False) -> None:
+def uncordon(node_ref: NodeRef, reason: Reason, yes: Yes = False, dry_run: DryRun = False) -> None:
     """Return a node to scheduling, every cordon lifted (admin)."""
-    confirm(f"uncordon node {node}: it may take tenants again", yes or dry_run)
-    answer = send("POST", f"/nodes/{node}/uncordon", {"reason": reason}, dry_run=dry_run)
+    target = node(node_ref, read=not (yes or dry_run))  # a question names the host
+    pk = target["id"]
+    confirm(f"uncordon node {pk}, {host_of(target)}: it may take tenants again", yes or dry_run)
+    answer = send("POST", f"/nodes/{pk}/uncordon", {"reason": reason}, dry_run=dry_run)
     show(_cordons(answer), NODE_COLUMNS)
 
 
 def repair_start(
-    node: int,
+    node_ref: NodeRef,
     ticket: Annotated[str, typer.Option(help="The RMA ticket.")] = "",
     reason: Annotated[str, typer.Option()] = "",
     profile: Annotated[
@@ -49,9 +52,12 @@ def repair_start(
     dry_run: DryRun = False,
 ) -> None:
     """Hand a quarantined (or cordoned) node to repair: its machine is marked Broken in MAAS."""
-    confirm(f"hand node {node} to repair (its machine is marked Broken in MAAS)", yes or dry_run)
+    target = node(node_ref, read=not (yes or dry_run))
+    pk = target["id"]
+    confirm(f"hand node {pk}, {host_of(target)}, to repair (its machine is marked Broken in "
+            "MAAS)", yes or dry_run)  # fmt: skip
     body = body_of(ticket=ticket, reason=reason, profile_id=profile)
-    wf = send("POST", f"/nodes/{node}/repair", body, dry_run=dry_run, idempotent=True,
+    wf = send("POST", f"/nodes/{pk}/repair", body, dry_run=dry_run, idempotent=True,
               columns=WF_COLUMNS)  # fmt: skip
     show(wf, WF_COLUMNS)
     if watch_:

@@ -78,6 +78,14 @@ class SiteFields:
         typer.Option("--payload-host", help="A host nodes may fetch from (repeat)."),
     ] = None
     allow_http: Annotated[bool | None, typer.Option("--allow-http/--https-only")] = None
+    share_maas_with: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--share-maas-with",
+            help="One MAAS, one site: a site on a MAAS another site uses is refused, naming "
+            "it; to share anyway, name each such site (repeat).",
+        ),
+    ] = None
     policy: Policy = None
 
     def body(self) -> dict[str, Any]:
@@ -96,6 +104,7 @@ class SiteFields:
             policy=json_option(self.policy, "--policy"),
             payload_allowed_hosts=self.payload_host or None,
             allow_http=self.allow_http,
+            share_maas_with=self.share_maas_with or None,
         )
         if self.ca_bundle is not None:
             try:

@@ -22,23 +22,33 @@ SCOPES = {
 }
 
 
+UserOpt = Annotated[
+    str | None,
+    typer.Option("--user", help="A colleague's user name (admin role; default: yourself)."),
+]
+
+
 @app.command("list")
-def tokens_list(limit: Limit = 100, every: All = False) -> None:
-    listing(STATE.api.pages("/tokens", limit=None if every else limit), COLUMNS, noun="tokens")
+def tokens_list(user: UserOpt = None, limit: Limit = 100, every: All = False) -> None:
+    """Your tokens (an admin: everyone's, or one user's with --user); never their values."""
+    page = STATE.api.pages("/tokens", limit=None if every else limit, user=user)
+    listing(page, COLUMNS, noun="tokens")
 
 
 @app.command("create")
 def tokens_create(
     name: str,
+    user: UserOpt = None,
     scope: Annotated[
         str, typer.Option(help="read (the default: it can change nothing), operate or admin.")
     ] = "read",
     expires_in_days: Annotated[int | None, typer.Option(help="Default: the server's.")] = None,
     dry_run: DryRun = False,
 ) -> None:
-    """Create a token for yourself. It is printed once (to stdout alone with -o json or yaml);
-    what its scope allows is said on stderr."""
-    body = body_of(name=name, scope=scope, expires_in_days=expires_in_days)
+    """Create a token for yourself or, with --user, for a colleague (its scope within their
+    role). It is printed once (to stdout alone with -o json or yaml); what its scope allows is
+    said on stderr."""
+    body = body_of(name=name, user=user, scope=scope, expires_in_days=expires_in_days)
     made = send("POST", "/tokens", body, dry_run=dry_run, columns=COLUMNS)
     granted = str(made.get("scope", scope))
     allows = SCOPES.get(granted, "see docs/security.md")
@@ -50,7 +60,9 @@ def tokens_create(
     if granted != "admin":
         output.warn("(--scope operate or --scope admin makes a token that may do more)")
     if STATE.fmt == "table":
-        output.warn("The token (shown only now):")
+        holder = output.clean(made.get("user", ""))
+        output.warn(f"The token for {holder} (shown only now; give it over a channel you trust):"
+                    if user else "The token (shown only now):")  # fmt: skip
         output.say(output.clean(made["token"]))
 
 

@@ -18,12 +18,14 @@ from maasctl.cli import (
     confirm,
     cut,
     fail,
+    host_of,
     listing,
     send,
     show,
     site_id,
 )
 from maasctl.options import All, DryRun, Interval, Limit, WorkflowId, Yes
+from maasctl.output import clean
 from maasctl.verbs import DESTRUCTIVE, NEEDS_CONFIRM, VERBS
 
 
@@ -36,7 +38,48 @@ def watch_workflow(kind: str, pk: int, interval: float) -> None:
                    f"(maasctl {kind} watch {pk})", INTERRUPTED) from None  # fmt: skip
     show(wf, WF_COLUMNS)
     if wf["state"] != "succeeded":
+        if STATE.fmt == "table" and wf.get("maas_system_id"):
+            # what MAAS says of it now: one read of MAAS, only for a workflow that stopped
+            maas_view(kind, pk, STATE.api.get(f"/{kind}/{pk}", diagnostics="refresh"))
         raise typer.Exit(FAILED)
+
+
+INSTALL_TAIL = 20  # lines of MAAS's installation output shown for a workflow that stopped
+QUIET_STATES = ("succeeded", "pending", "running", "waiting", "cancelling", "cancelled")
+
+
+def maas_view(kind: str, pk: int, data: dict[str, Any], *, status_lines: bool = True) -> None:
+    """What MAAS says of a workflow's machine (docs/cli.md, "A failed workflow"): its status and
+    message, its error, its latest warnings and errors, and the last lines of the installation
+    output, when MAAS was asked in the last minute; else how to ask, with maasctl's own flag."""
+    diag = data.get("diagnostics")
+    if not diag:
+        return
+    if not diag.get("available"):
+        if diag.get("fetched_at") is None:  # not asked in the last minute: say how
+            output.warn(f"MAAS's view of {clean(data.get('hostname', ''))} (its status, events "
+                        "and installation log): "
+                        f"maasctl {kind} show {pk} --diagnostics refresh")  # fmt: skip
+        else:
+            output.warn(f"MAAS's view is not available: {clean(diag.get('detail', ''))}")
+        return
+    if status_lines:  # (``show`` has them in its diagnostics table)
+        status = clean(diag.get("status") or "?")
+        message = clean(diag.get("status_message") or "")
+        output.say(f"MAAS says: {status}" + (f" ({message})" if message else ""))
+        if diag.get("error_description"):
+            output.say(f"MAAS error: {clean(diag['error_description'])}")
+    bad = [e for e in diag.get("events") or [] if e.get("level") in ("ERROR", "WARNING")]
+    for event in bad[:3]:
+        when, level = clean(event.get("created", "")), clean(event.get("level", ""))
+        what, text = clean(event.get("type", "")), clean(event.get("description", ""))
+        output.say(f"  {when} {level} {what}: {text}")
+    lines = [line for line in str(diag.get("installation_output") or "").splitlines() if line]
+    if lines:
+        tail = lines[-INSTALL_TAIL:]
+        output.say(f"installation output, the last {len(tail)} of {len(lines)} lines:")
+        for line in tail:
+            output.say(f"  {clean(line)}")
 
 
 def workflow_commands(kind: str, noun: str) -> typer.Typer:
@@ -72,12 +115,14 @@ def workflow_commands(kind: str, noun: str) -> typer.Typer:
             output.warn(f"every entry: maasctl {kind} timeline {pk} --all")
         reports(data)
         diag = data.get("diagnostics")
-        if diag:
+        if diag and diag.get("available"):
             age = diag.get("age_seconds")
             title = "diagnostics" + (f" ({age:.0f} s old)" if age is not None else "")
             show({k: v for k, v in diag.items() if k not in ("events", "installation_output",
                                                              "commissioning_results")},
                  title=title)  # fmt: skip
+        if diag and (data.get("state") not in QUIET_STATES or diagnostics == "refresh"):
+            maas_view(kind, pk, data, status_lines=False)
 
     @group.command("timeline")
     def timeline_(
@@ -127,7 +172,10 @@ def verb_command(kind: str, verb: str) -> Any:
     ) -> None:
         body: dict[str, Any] = {"reason": reason}
         if verb in DESTRUCTIVE:
-            confirm(f"{verb} {kind[:-1]} {pk}", yes or dry_run)
+            if not (yes or dry_run):  # the question names the host and where it stands
+                wf = STATE.api.get(f"/{kind}/{pk}", diagnostics="false")
+                at = f"{clean(wf.get('state'))} at {clean(wf.get('stage') or '-')}"
+                confirm(f"{verb} {kind[:-1]} {pk} of {host_of(wf)} (now {at})", False)
             body["confirm"] = verb in NEEDS_CONFIRM or None
         answer = send("POST", f"/{kind}/{pk}/{verb}", body_of(**body), dry_run=dry_run,
                       idempotent=True, columns=WF_COLUMNS)  # fmt: skip

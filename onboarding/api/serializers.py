@@ -13,8 +13,9 @@ from rest_framework import serializers
 from maas_domain.api.reports import AcceptanceReportSerializer, HardwareReportSerializer
 from maas_domain.api.serializers import IPv4Field, StrictMixin, hostname_field
 from maas_domain.validators import hostname_error, ipv4_error
-from maas_domain.work import OPEN_STATES, WorkflowState
+from maas_domain.work import WorkflowState
 from onboarding import budget as batch_rules
+from onboarding import selectors
 from onboarding.models import Onboarding, OnboardingBatch
 from workflows import api as workflows
 from workflows.models import COMMON_FIELDS
@@ -166,11 +167,16 @@ class BatchSerializer(serializers.ModelSerializer[OnboardingBatch]):
         help_text="Every onboarding of the batch has ended (none open): nothing is left to "
         "admit, resume or cancel; `state` is then the admission state it ended in."
     )
+    phase = serializers.SerializerMethodField(
+        help_text="What the batch is doing, as the admin pages and maasctl say it: `finished` "
+        "once none of its onboardings is open, else its admission `state` (`running`, "
+        "`paused`, `cancelled`)."
+    )
 
     class Meta:
         model = OnboardingBatch
         fields = ["id", "site_id", "profile_id", "sku_id", "size", "created_by", "created_at",
-                  "counts", "open", "queued", "finished", "state", "paused_reason",
+                  "counts", "open", "queued", "finished", "phase", "state", "paused_reason",
                   "paused_at"]  # fmt: skip
         read_only_fields = fields
 
@@ -179,13 +185,16 @@ class BatchSerializer(serializers.ModelSerializer[OnboardingBatch]):
         return {state: getattr(batch, f"n_{state}") for state in WorkflowState.values}
 
     def get_open(self, batch: Any) -> int:
-        return sum(getattr(batch, f"n_{state}") for state in OPEN_STATES)
+        return selectors.open_count(batch)
 
     def get_queued(self, batch: Any) -> int:
         return int(batch.n_pending)
 
     def get_finished(self, batch: Any) -> bool:
         return self.get_open(batch) == 0
+
+    def get_phase(self, batch: Any) -> str:
+        return selectors.phase(batch)
 
 
 class CanarySerializer(serializers.Serializer[Any]):

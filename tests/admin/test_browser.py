@@ -97,12 +97,43 @@ def world(worker: None, live_server: Any, settings: Any) -> Iterator[Sim]:
     sim.server.stop()
 
 
+# Every table cell of the page, measured: its text must fit its box (nothing overflows the
+# cell) and the cell must be inside what the window and every clipping ancestor show (a column
+# pushed under a scrolling container's edge, or under the filter panel, is hidden though the
+# page itself is no wider than the window: Django's change list scrolls its table sideways).
+CLIPPED_CELLS = """() => {
+  const found = [];
+  for (const cell of document.querySelectorAll('table td, table th')) {
+    const box = cell.getBoundingClientRect();
+    if (!cell.offsetParent || box.width === 0 || box.height === 0) continue;
+    let right = window.innerWidth, sr_only = false;
+    for (let up = cell.parentElement; up; up = up.parentElement) {
+      const around = up.getBoundingClientRect();
+      if (around.width <= 1 || around.height <= 1) sr_only = true;  // for screen readers
+      if (getComputedStyle(up).overflowX !== 'visible') right = Math.min(right, around.right);
+    }
+    if (sr_only) continue;
+    const text = (cell.innerText || '').trim().replace(/\\s+/g, ' ').slice(0, 60);
+    const column = cell.className || cell.cellIndex;
+    if (cell.scrollWidth > cell.clientWidth + 1)
+      found.push(`${column}: text ${cell.scrollWidth}px in a ${cell.clientWidth}px cell: `
+                 + `"${text}"`);
+    else if (box.right > right + 1)
+      found.push(`${column}: ends at ${Math.round(box.right)}px, shown up to `
+                 + `${Math.round(right)}px: "${text}"`);
+  }
+  return found;
+}"""
+
+
 def shot(page: Any, name: str, folder: Path | None = None) -> None:
-    """A full-page screenshot, and the page's layout must fit the window: nothing wider than
-    the viewport (a table or a long value that does not wrap would push it out)."""
+    """A full-page screenshot, and the page must be readable at 1440 px: nothing wider than
+    the viewport (a table or a long value that does not wrap would push it out), and no table
+    cell clipped or hidden (``CLIPPED_CELLS``)."""
     folder = SHOTS if os.environ.get("MAASCP_SCREENSHOTS") else (folder or _tmp[-1])
     folder.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    window = int(page.viewport_size["width"])  # 1440, or a laptop's where a test says so
     width = page.evaluate("document.documentElement.scrollWidth")
     widest = page.evaluate(
         """() => { let w = null; for (const el of document.querySelectorAll('body *')) {
@@ -110,7 +141,9 @@ def shot(page: Any, name: str, folder: Path | None = None) -> None:
              if (r.right > window.innerWidth + 1 && getComputedStyle(el).position !== 'fixed')
                { w = el.tagName + '#' + el.id + '.' + el.className; break; } } return w; }"""
     )
-    assert width <= WIDTH, f"{name}: the page is {width}px wide at {WIDTH}px ({widest} overflows)"
+    assert width <= window, f"{name}: the page is {width}px wide at {window}px ({widest} overflows)"
+    clipped = page.evaluate(CLIPPED_CELLS)
+    assert not clipped, f"{name}: cells clipped or hidden at {window}px:\n" + "\n".join(clipped)
 
 
 _tmp: list[Path] = []  # the running test's folder (set below)
@@ -119,6 +152,29 @@ _tmp: list[Path] = []  # the running test's folder (set below)
 @pytest.fixture(autouse=True)
 def _shots_folder(tmp_path: Path) -> None:
     _tmp.append(tmp_path / "screenshots")
+
+
+def fleet_counts(page: Any, live_server: Any) -> int:
+    """Every count on the fleet page equals the API's answer to the same question (its own
+    filters, through a token), and links to a list of that many rows; how many were checked."""
+    from rest_framework.test import APIClient
+
+    from tests.admin.test_fleet import api_count
+    from tests.support.tokens import bearer_token
+
+    api = APIClient()
+    token = bearer_token(get_user_model().objects.get(username="operator"), scope="read")
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    cells = page.locator("#fleet [data-count][data-n]").evaluate_all(
+        """els => els.map(e => ({site: e.closest('[data-site]').dataset.site,
+              key: e.dataset.count, n: Number(e.dataset.n),
+              href: e.querySelector('a').getAttribute('href')}))"""
+    )
+    for cell in cells:
+        site = None if cell["site"] == "all" else int(cell["site"])
+        assert cell["n"] == api_count(api, cell["key"], site), cell
+    assert any(c["n"] for c in cells) and len(cells) > 10
+    return len(cells)
 
 
 def wait_for_state(page: Any, url: str, states: tuple[str, ...], timeout: float = 90) -> str:
@@ -326,16 +382,31 @@ def test_operator_journey(browser_page: Any, world: Sim, live_server: Any) -> No
     while not DriftRecord.objects.filter(kind="unknown_machine", hostname="stray-01").exists():
         assert time.monotonic() < deadline, "no drift reported"
         time.sleep(0.5)
-    page.goto(f"{base}/admin/reconciliation/driftrecord/?kind=unknown_machine")
+    # the fleet page (the admin's home) counts it, open and not yet acknowledged, and every
+    # number on it is the API's for the same question
+    page.goto(f"{base}/admin/")
+    fleet_counts(page, live_server)
+    shot(page, "fleet")
+    page.goto(f"{base}/admin/reconciliation/driftrecord/?kind=unknown_machine")  # open: default
     page.locator("#result_list tbody tr").filter(has_text="stray-01").locator(
         "input.action-select"
     ).check()
     page.select_option("select[name=action]", value="acknowledge")
     page.click("button[name=index]")
+    page.wait_for_selector("#reason-form")  # a reason and an expiry first
+    shot(page, "drift-acknowledge")
+    page.fill("#id_reason", "stray from the rack-7 swap")
+    page.fill("#id_expires_in_hours", "48")
+    page.click("#reason-submit")
     page.wait_for_selector(".messagelist")
     assert "acknowledge: 1 drift record(s) by operator" in page.inner_text(".messagelist").lower()
+    assert "stray-01" not in page.inner_text("#changelist")  # no longer open
+    page.goto(f"{base}/admin/reconciliation/driftrecord/?state=all")
+    assert "stray-01" in page.inner_text("#result_list")
     shot(page, "drift")
-    assert DriftRecord.objects.get(hostname="stray-01").state == "acknowledged"
+    acked = DriftRecord.objects.get(hostname="stray-01")
+    assert acked.state == "acknowledged" and acked.resolution_reason.startswith("stray from")
+    assert acked.acknowledged_until is not None
 
     # everything the operator did is in the audit log under their name
     page.goto(f"{base}/admin/maas_domain/auditlog/?actor_name=operator")

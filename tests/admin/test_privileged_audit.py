@@ -103,11 +103,19 @@ def test_token_minting_and_revocation_anywhere_are_audited(ops: Any, admin_user:
     call_command("api_token", "create", "--user", admin_user.username, stdout=out)
     token = ApiToken.objects.get(prefix=out.getvalue().strip()[:12])
     assert AuditLog.objects.filter(action="api_token.create", target_id=str(token.pk)).exists()
-    ops.post(
+    asked = ops.post(
         "/admin/maas_domain/apitoken/",
         {"action": "revoke_tokens", "_selected_action": [token.pk]},
     )
+    assert asked.status_code == 200 and "Reason" in asked.content.decode()  # asks first
+    token.refresh_from_db()
+    assert token.revoked_at is None
+    ops.post(
+        "/admin/maas_domain/apitoken/",
+        {"action": "revoke_tokens", "_selected_action": [token.pk], "post": "yes",
+         "reason": "laptop lost"},
+    )  # fmt: skip
     token.refresh_from_db()
     assert token.revoked_at is not None
     row = AuditLog.objects.get(action="api_token.revoke", target_id=str(token.pk))
-    assert row.actor_name == "ops-admin"
+    assert row.actor_name == "ops-admin" and row.reason == "laptop lost"

@@ -50,6 +50,21 @@ def test_create_site_goes_through_the_service_and_is_audited(ops: Any) -> None:
     assert row.actor_name == "ops-admin" and row.target_id == str(site.pk)
 
 
+def test_a_second_site_on_a_used_maas_needs_the_other_named_on_the_form(ops: Any) -> None:
+    """One MAAS, one site (docs/admin.md): the form says which site uses the MAAS and saves
+    nothing until the operator names it in "Share this MAAS with"."""
+    make_site(name="dc0", maas_url=SITE_FORM["maas_url"])
+    response = ops.post(f"{SITES}add/", SITE_FORM)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "already used by site &#x27;dc0&#x27;" in html and "id_share_maas_with" in html
+    assert not MaasSite.objects.filter(name="dc1").exists()
+    response = ops.post(f"{SITES}add/", {**SITE_FORM, "share_maas_with": "dc0"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    row = AuditLog.objects.get(action="maas_site.create")
+    assert row.reason == "shares its MAAS with dc0 (confirmed)"
+
+
 def test_bad_policy_is_a_form_error_and_creates_nothing(ops: Any) -> None:
     response = ops.post(f"{SITES}add/", {**SITE_FORM, "policy": '{"erase_mode": "shred"}'})
     assert response.status_code == 200

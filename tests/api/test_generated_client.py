@@ -66,7 +66,12 @@ def test_generated_client_drives_site_onboarding_and_node_read(
 
     site = api("sites", "sites_create").sync(
         client=client,
-        body=models.SiteRequest(name="gen-site", maas_url=flow.sim.url, pxe_subnet="10.20.0.0/16"),
+        body=models.SiteRequest(
+            name="gen-site",
+            maas_url=flow.sim.url,
+            pxe_subnet="10.20.0.0/16",
+            share_maas_with=[flow.site.name],  # one MAAS, one site: the fixture's is on it
+        ),
     )
     assert isinstance(site, models.Site), site
     assert isinstance(site.id, int) and site.node_trust.ca_source == models.CaSourceEnum.DEPLOYMENT

@@ -65,9 +65,10 @@ def test_configure_onboard_read_and_reimage_knowing_only_the_document(
     _, token = api_token_create(actor=None, user=admin_user, name="openapi-client", scope="admin")
     api = DocumentClient(live_server.url, token)
 
+    # the fixture's site is on the same simulator: one MAAS, one site, so the share is named
     site = api("sites_create", expect=201, body={
         "name": "doc-site", "maas_url": flow.sim.url, "pxe_subnet": "10.20.0.0/16",
-        "ca_bundle_pem": CA_PEM,
+        "ca_bundle_pem": CA_PEM, "share_maas_with": [flow.site.name],
         "policy": {"max_concurrent_workflows": 5},
     })  # fmt: skip
     assert site["ca_certificates"][0]["subject"] == "CN=maascp demo CA"

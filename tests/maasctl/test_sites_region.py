@@ -48,3 +48,21 @@ def test_list_filters_by_region(fake_cli: Any, fake_api: Any) -> None:
     assert result.exit_code == 0, result.output
     assert fake_api.to("GET", "/maas-sites")[0].query["region"] == ["east"]
     assert "region" in result.stdout
+
+
+def test_a_site_on_a_used_maas_is_refused_naming_it_and_share_maas_with_is_sent(
+    fake_cli: Any, fake_api: Any
+) -> None:
+    fake_api.on("POST", "/maas-sites", {"error": "maas_in_use", "detail": "The MAAS at "
+                "http://maas:5240/MAAS/ is already used by site 'demo': …", "sites_on_maas": [
+                {"id": 1, "name": "demo", "maas_url": "http://maas:5240/MAAS/"}]},
+                status=409)  # fmt: skip
+    refused = fake_cli("sites", "create", "lab-east", "--maas-url", SITE["maas_url"])
+    assert refused.exit_code == 3
+    assert "already used by site 'demo'" in refused.stderr
+    assert '"name": "demo"' in refused.stderr  # sites_on_maas, listed
+    fake_api.on("POST", "/maas-sites", SITE, status=201)
+    made = fake_cli("sites", "create", "lab-east", "--maas-url", SITE["maas_url"],
+                    "--share-maas-with", "demo")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert fake_api.to("POST", "/maas-sites")[-1].body["share_maas_with"] == ["demo"]

@@ -249,6 +249,7 @@ def test_idempotency_key_replays_and_rejects_a_different_body(api: APIClient) ->
     again = verb(api, wf.pk, "retry", {"reason": "x"}, HTTP_IDEMPOTENCY_KEY="k-1")
     assert first.status_code == again.status_code == 202
     assert first.json() == again.json()
+    assert "Idempotent-Replayed" not in first and again["Idempotent-Replayed"] == "true"
     assert AuditLog.objects.filter(action="onboarding.retry").count() == 1
     other = verb(api, wf.pk, "retry", {"reason": "y"}, HTTP_IDEMPOTENCY_KEY="k-1")
     assert other.status_code == 422

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_cordon_then_uncordon_a_node(cli: Any) -> None:  # noqa: F811
     node = make_node(make_site(), hostname="mc01", state="active")
-    done = cli("nodes", "cordon", str(node.pk), "--reason", "fans loud")
+    done = cli("nodes", "cordon", "mc01", "--reason", "fans loud")  # by hostname
     assert done.exit_code == 0, done.output
     assert "operator: fans loud" in done.output and "schedulable │ no" in done.output
     missing = cli("nodes", "uncordon", str(node.pk))

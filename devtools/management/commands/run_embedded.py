@@ -1,5 +1,10 @@
 """Run the whole product on one machine: API + admin (gunicorn), a Celery worker, beat and the
-bundled MAAS simulator, with a demo site registered against it and probed.
+bundled MAAS simulator, with a demo site registered against it and probed, plus a spare
+simulated MAAS no site uses (for a site of your own: one MAAS is one site, docs/api.md).
+
+The simulators keep their state in memory only, so each start resets the embedded database with
+them and says so (``devtools/freshstart.py``; ``--keep-database`` keeps it, and they are told
+the system ids our nodes hold so none is reused).
 
 Embedded defaults: SQLite and the filesystem broker under the data folder, so nothing needs
 installing. Every URL follows ``--port`` (the banner, the demo site, and the node API address
@@ -40,16 +45,17 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 import maas_simulator
-from devtools import localprofile, stack
+from devtools import freshstart, localprofile, stack
 from devtools.console import TimelineFollower
 from devtools.demo import demo_onboarding_start, demo_site_ensure
 from maas_domain.observability.exposition import wipe
 from maas_domain.work import WorkflowState
+from maas_simulator.management.commands.simulate_maas import new_api_key
 from onboarding.models import Onboarding
 
 # the word of each child's command line that tells it from a process that reused its pid
-MARKERS = {"maas-simulator": "simulate_maas", "api": "gunicorn", "worker": "celery",
-           "beat": "celery"}  # fmt: skip
+MARKERS = {"maas-simulator": "simulate_maas", "lab-maas": "simulate_maas", "api": "gunicorn",
+           "worker": "celery", "beat": "celery"}  # fmt: skip
 
 
 class Command(BaseCommand):
@@ -61,6 +67,18 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
         parser.add_argument("--admin-user", default="admin")
         parser.add_argument("--maas-port", type=int, default=5240, help="simulator port")
+        parser.add_argument(
+            "--lab-maas-port",
+            type=int,
+            default=None,
+            help="the spare simulated MAAS's port (default: --maas-port + 1)",
+        )
+        parser.add_argument(
+            "--keep-database",
+            action="store_true",
+            help="keep the embedded database of earlier runs although the simulated MAAS "
+            "starts afresh (their nodes then show as drift)",
+        )
         parser.add_argument("--time-scale", type=float, default=30.0, help="simulator clock")
         parser.add_argument("--no-demo", action="store_true", help="skip the demo onboarding")
         parser.add_argument(
@@ -78,20 +96,27 @@ class Command(BaseCommand):
         data_dir = Path(settings.DATA_DIR)
         base = f"http://{opts['host']}:{opts['port']}"
         maas_url = f"http://127.0.0.1:{opts['maas_port']}/MAAS/"
+        opts["lab_maas_port"] = opts["lab_maas_port"] or opts["maas_port"] + 1
+        lab_url = f"http://127.0.0.1:{opts['lab_maas_port']}/MAAS/"
         refusal = stack.refusal_if_running(data_dir) or stack.refusal_if_busy(
             [
                 ("API", opts["host"], opts["port"]),
                 ("MAAS simulator", "127.0.0.1", opts["maas_port"]),
+                ("spare MAAS simulator", "127.0.0.1", opts["lab_maas_port"]),
             ]
         )
         if refusal:
             raise CommandError(refusal)
         self._say(f"data folder: {data_dir}")
+        database = freshstart.prepare(keep=opts["keep_database"])
         # The node API address of every site without its own follows --port (unless set).
         if "MAASCP_NODE_API_URL" not in os.environ:
             os.environ["MAASCP_NODE_API_URL"] = settings.NODE_API_URL = base
+        if not (data_dir / "maascp.sqlite3").exists() and freshstart.embedded_database():
+            self._say("preparing a new database (about 10 s)")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
+        freshstart.reserve_system_ids(self._reserved_file())
         # Every process started here shares the metrics folder; what earlier runs left goes.
         wipe(Path(settings.METRICS_DIR))
         password, token, minted = self._admin_login(opts["admin_user"])
@@ -111,20 +136,28 @@ class Command(BaseCommand):
 
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop)
+        if not self._sim_key_file().exists():  # one key for both simulators, made once
+            fd = os.open(self._sim_key_file(), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(new_api_key())
         procs = self._start(opts)
         stack.record(data_dir, url=base, children={
             name: (proc.pid, MARKERS[name]) for name, proc in procs.items()})  # fmt: skip
         try:
             self._wait_http(f"{maas_url}api/2.0/version/", procs, lambda: stopping)
+            self._wait_http(f"{lab_url}api/2.0/version/", procs, lambda: stopping)
             probe = self._demo_site(opts["admin_user"], maas_url)
             self._wait_http(f"{base}/admin/login/", procs, lambda: stopping)
             if stopping:
                 return
-            self._banner(base, opts["admin_user"], password, token, minted, profile)
+            self._banner(base, opts["admin_user"], password, token, minted, profile,
+                         database.banner())  # fmt: skip
             self._say(
                 f"  Demo site   : 'demo' on the MAAS simulator at {maas_url} "
                 f"(probe: {probe['health']})\n"
-                f"  MAAS key    : the simulator's admin API key is in {self._sim_key_file()}\n"
+                f"  Spare MAAS  : {lab_url} (no site uses it: one MAAS is one site, so a site "
+                'of your own goes there; README, "Try the API")\n'
+                f"  MAAS key    : both simulators' admin API key is in {self._sim_key_file()}\n"
             )
             follower = TimelineFollower()
             demo = None if opts["no_demo"] else self._demo_onboarding(opts["admin_user"], base)
@@ -198,15 +231,24 @@ class Command(BaseCommand):
     def _sim_key_file(self) -> Path:
         return Path(settings.DATA_DIR) / "simulator-api-key"
 
+    def _reserved_file(self) -> Path:
+        return Path(settings.DATA_DIR) / "run" / "reserved-system-ids"
+
     def _start(self, opts: dict[str, Any]) -> dict[str, subprocess.Popen[bytes]]:
         py = sys.executable
         manage = str(Path(settings.BASE_DIR) / "manage.py")
-        scenario = Path(maas_simulator.__file__).resolve().parent / "scenarios" / "demo.yaml"
+        scenarios = Path(maas_simulator.__file__).resolve().parent / "scenarios"
+        simulator = [py, manage, "simulate_maas", "--api-key-file", str(self._sim_key_file()),
+                     "--time-scale", str(opts["time_scale"]),
+                     "--reserve-system-ids", str(self._reserved_file())]  # fmt: skip
         commands = {
             "maas-simulator": [
-                py, manage, "simulate_maas", "--port", str(opts["maas_port"]),
-                "--api-key-file", str(self._sim_key_file()), "--scenario", str(scenario),
-                "--time-scale", str(opts["time_scale"]),
+                *simulator, "--port", str(opts["maas_port"]),
+                "--scenario", str(scenarios / "demo.yaml"),
+            ],
+            "lab-maas": [
+                *simulator, "--port", str(opts["lab_maas_port"]),
+                "--scenario", str(scenarios / "lab.yaml"), "--seed", "1",
             ],
             "api": [
                 py, "-m", "gunicorn", "config.wsgi", "-c", "python:config.gunicorn",
@@ -293,6 +335,7 @@ class Command(BaseCommand):
         token: str,
         minted: bool,
         profile: tuple[str, Path] | None,
+        database: str,
     ) -> None:
         maasctl = Path(sys.executable).with_name("maasctl")
         with contextlib.suppress(ValueError):
@@ -315,6 +358,7 @@ class Command(BaseCommand):
                     f"  Admin API   : {base}/api/v1/admin/",
                     f"  API token   : {token}  ({'new' if minted else 'the same as before'}; "
                     f"kept in {kept} across restarts)",
+                    f"  Database    : {database}",
                     f"  Metrics     : {base}/api/v1/admin/metrics  (same token; Prometheus)",
                     f"  Health      : {base}/health/live  and  {base}/health/ready  (no token; "
                     "ready checks the database, broker and secrets)",

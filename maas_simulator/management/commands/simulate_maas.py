@@ -44,6 +44,11 @@ class Command(BaseCommand):
             "--time-scale", type=float, default=60.0, help="MAAS seconds per second"
         )
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--reserve-system-ids",
+            help="file of system ids (one a line) never to hand out: ones a control plane's "
+            "nodes still hold from an earlier run",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         key = None
@@ -54,6 +59,12 @@ class Command(BaseCommand):
                 path.chmod(0o600)
             key = path.read_text().strip()
         sim = Simulator(scale=opts["time_scale"], seed=opts["seed"])
+        if opts["reserve_system_ids"]:
+            try:
+                text = Path(opts["reserve_system_ids"]).read_text()
+            except OSError as exc:
+                raise CommandError(f"--reserve-system-ids: {exc}") from exc
+            sim.reserved_system_ids = {line.strip() for line in text.splitlines() if line.strip()}
         try:
             data = scenario.read_file(opts["scenario"]) if opts["scenario"] else {}
             faults = scenario.load(sim, data, api_key=key)
