@@ -209,13 +209,6 @@ class DriftRecordAdmin(ReadOnlyAdmin):
             request, queryset, "mark-manual-intervention", "Mark for manual intervention"
         )
 
-
-@admin.register(NodeMaasState)
-class NodeMaasStateAdmin(ReadOnlyAdmin):
-    list_display = ["node", "site", "system_id", "status_name", "power_state", "last_seen_at"]
-    list_filter = ["site", "status_name", "power_state"]
-    search_fields = ["system_id", "hostname"]
-
     @admin.action(description="Sweep selected leaks (release, or mark Broken, in MAAS)")
     def sweep_leaks(self, request: HttpRequest, queryset: QuerySet[DriftRecord]) -> None:
         """The API's sweep, one machine per selected leak (docs/reconciliation.md, "Leaks"):
@@ -244,3 +237,10 @@ class NodeMaasStateAdmin(ReadOnlyAdmin):
             self.message_user(request, f"Swept by {request.user}: " + "; ".join(done))
         if refused:
             self.message_user(request, "Not swept: " + "; ".join(refused), messages.WARNING)
+
+
+@admin.register(NodeMaasState)
+class NodeMaasStateAdmin(ReadOnlyAdmin):
+    list_display = ["node", "site", "system_id", "status_name", "power_state", "last_seen_at"]
+    list_filter = ["site", "status_name", "power_state"]
+    search_fields = ["system_id", "hostname"]

@@ -71,8 +71,12 @@ MUTATING: list[tuple[tuple[str, ...], str, str, str | None]] = [
     (("reconcile", "run"), "POST", "/reconciliation/run", None),
     (("leaks", "sweep", "--site", "1"), "POST", "/reconciliation/leaks/sweep", None),
     (("roce", "import", "ROCE", "--site", "1"), "POST", "/maas-sites/1/roce-assignments", None),
+    (("nodes", "cordon", "4", "--reason", "x"), "POST", "/nodes/4/cordon", None),
+    (("nodes", "uncordon", "4", "--reason", "x"), "POST", "/nodes/4/uncordon", None),
+    (("nodes", "repair", "4"), "POST", "/nodes/4/repair", None),
+    (("repairs", "requalify", "5"), "POST", "/repairs/5/requalify", None),
     *(((kind, verb, "5"), "POST", f"/{kind}/5/{verb}", None)
-      for kind in ("onboardings", "decommissions") for verb in VERBS),
+      for kind in ("onboardings", "decommissions", "repairs") for verb in VERBS),
 ]  # fmt: skip
 # the aliases of batches list/show under onboardings, and every command that only reads
 READ_ONLY = {
@@ -80,8 +84,9 @@ READ_ONLY = {
     "nodes list", "nodes show", "nodes timeline", "nodes evidence", "allocations list",
     "tokens list",
     "batches list", "batches show", "drift list", "reconcile status", "roce list", "leaks list",
-    *(f"{kind} {c}" for kind in ("onboardings", "decommissions")
+    *(f"{kind} {c}" for kind in ("onboardings", "decommissions", "repairs")
       for c in ("list", "show", "timeline", "watch")),
+    "repairs packet",
     "onboardings batches", "onboardings batch",
 }  # fmt: skip
 
