@@ -55,25 +55,9 @@ def decommission_start(
     confirm: bool = False,
     confirm_host: str | None = None,
 ) -> Decommission:
-    if mode not in Mode.values:
-        raise InvalidInput("Invalid mode.", fields={"mode": [f"One of: {', '.join(Mode.values)}."]})
-    if mode == Mode.FULL and not confirm:
-        raise InvalidInput(
-            "A full decommission removes the machine from MAAS and retires the node: "
-            "it needs explicit confirmation.",
-            fields={"confirm": ["Must be true."]},
-        )
+    _check_request(mode, confirm=confirm)
     with transaction.atomic():
-        node = Node.objects.select_for_update().select_related("site").filter(pk=node_id).first()
-        if node is None:
-            raise NotFound(f"Node {node_id} does not exist.")
-        site = node.site
-        if node.state not in STARTABLE:
-            raise Conflict(
-                f"node {node.hostname} is {node.state}; a decommission needs an active, "
-                "quarantined or draining node",
-                node={"id": node.pk, "state": node.state},
-            )
+        node = _startable_node(node_id)
         # a rerun that only waits for the node's agent never blocks a reimage: it is superseded
         waiting = waiting_for_agent(node.pk)
         if busy := open_on_node(node.pk, exclude={("onboarding", w.pk) for w in waiting}):
@@ -82,40 +66,15 @@ def decommission_start(
                 f"({busy[0]['id']}, {busy[0]['state']})",
                 open_workflows=busy,
             )
-        profile = _profile(node, profile_id)
-        if mode == Mode.REIMAGE and profile is None:
-            raise InvalidInput(
-                "Reimage needs a profile to deploy.",
-                fields={"profile_id": ["Required: the node has no earlier onboarding."]},
-            )
-        if mode == Mode.REIMAGE and not node.ipmi_ip:
-            raise Conflict(f"node {node.hostname} has no IPMI address to redeploy with")
-        policy = profile.effective_policy() if profile else site.effective_policy()
-        problems = site_problems(site) + guard_problems(site, [node.hostname], confirm_host)
-        if mode == Mode.STORAGE_CLEANUP and policy.erase_mode == "none":
-            problems.append("policy erase_mode is none: storage cleanup needs quick or secure")
-        if problems:
-            raise GuardrailFailed("; ".join(problems), problems=problems)
-        held = list(
-            Allocation.objects.select_for_update()
-            .filter(node=node, state=AllocationState.ACTIVE)
-            .order_by("id")
-        )
-        if held and not force_release:
-            raise Conflict(
-                f"node {node.hostname} has {len(held)} active allocation(s): drain them first, "
-                "or ask for force_release: true",
-                allocations=[
-                    {"id": a.pk, "holder": a.holder, "since": a.created_at.isoformat()}
-                    for a in held
-                ],
-            )
+        profile = _profile_for_mode(node, mode, profile_id)
+        _check_guardrails(node, mode, profile, confirm_host)
+        held = _held_allocations(node, force_release=force_release)
         name = audit.actor_name(actor)
         try:
             wf = start_workflow(
                 KIND,
                 Decommission(
-                    site=site,
+                    site=node.site,
                     node=node,
                     profile=profile,
                     mode=mode,
@@ -148,6 +107,76 @@ def decommission_start(
                 onboarding_id=onboarding.pk,
             )
     return wf
+
+
+def _check_request(mode: str, *, confirm: bool) -> None:
+    """The request on its own: a known mode, and a full decommission confirmed."""
+    if mode not in Mode.values:
+        raise InvalidInput("Invalid mode.", fields={"mode": [f"One of: {', '.join(Mode.values)}."]})
+    if mode == Mode.FULL and not confirm:
+        raise InvalidInput(
+            "A full decommission removes the machine from MAAS and retires the node: "
+            "it needs explicit confirmation.",
+            fields={"confirm": ["Must be true."]},
+        )
+
+
+def _startable_node(node_id: int) -> Node:
+    """The node, locked (with its site), in a state a decommission may take."""
+    node = Node.objects.select_for_update().select_related("site").filter(pk=node_id).first()
+    if node is None:
+        raise NotFound(f"Node {node_id} does not exist.")
+    if node.state not in STARTABLE:
+        raise Conflict(
+            f"node {node.hostname} is {node.state}; a decommission needs an active, "
+            "quarantined or draining node",
+            node={"id": node.pk, "state": node.state},
+        )
+    return node
+
+
+def _profile_for_mode(node: Node, mode: str, profile_id: int | None) -> SiteProfile | None:
+    """The profile (``_profile``); a reimage needs one, and an IPMI address to redeploy with."""
+    profile = _profile(node, profile_id)
+    if mode == Mode.REIMAGE and profile is None:
+        raise InvalidInput(
+            "Reimage needs a profile to deploy.",
+            fields={"profile_id": ["Required: the node has no earlier onboarding."]},
+        )
+    if mode == Mode.REIMAGE and not node.ipmi_ip:
+        raise Conflict(f"node {node.hostname} has no IPMI address to redeploy with")
+    return profile
+
+
+def _check_guardrails(
+    node: Node, mode: str, profile: SiteProfile | None, confirm_host: str | None
+) -> None:
+    """The site's guardrails, and a storage cleanup only where the policy erases."""
+    site = node.site
+    policy = profile.effective_policy() if profile else site.effective_policy()
+    problems = site_problems(site) + guard_problems(site, [node.hostname], confirm_host)
+    if mode == Mode.STORAGE_CLEANUP and policy.erase_mode == "none":
+        problems.append("policy erase_mode is none: storage cleanup needs quick or secure")
+    if problems:
+        raise GuardrailFailed("; ".join(problems), problems=problems)
+
+
+def _held_allocations(node: Node, *, force_release: bool) -> list[Allocation]:
+    """The node's active allocations, locked: refused unless ``force_release`` releases them."""
+    held = list(
+        Allocation.objects.select_for_update()
+        .filter(node=node, state=AllocationState.ACTIVE)
+        .order_by("id")
+    )
+    if held and not force_release:
+        raise Conflict(
+            f"node {node.hostname} has {len(held)} active allocation(s): drain them first, "
+            "or ask for force_release: true",
+            allocations=[
+                {"id": a.pk, "holder": a.holder, "since": a.created_at.isoformat()} for a in held
+            ],
+        )
+    return held
 
 
 def _force_release(

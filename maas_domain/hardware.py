@@ -151,41 +151,45 @@ def _gpu(value: Any, errors: _Errors, *, gpu_count: int, gpu_model: str) -> dict
     if gpu_count <= 0:
         errors.add("gpu", "GPU requirements need a gpu_count above 0 (the exact GPU count).")
     clean: dict[str, Any] = {}
-    ids = gpu.get("pci_ids")
-    if ids is not None:
-        if not isinstance(ids, list) or not ids or len(ids) > 16:
-            errors.add("gpu.pci_ids", "Must be a list of 1 to 16 vendor:product ids.")
-        else:
-            bad = [i for i in ids if not isinstance(i, str) or not PCI_ID.fullmatch(i)]
-            if bad:
-                errors.add(
-                    "gpu.pci_ids", f"Not a PCI id (4 lower-case hex digits, ':', 4): {bad[0]!r}."
-                )
-            else:
-                clean["pci_ids"] = sorted(set(ids))
-    per_numa = gpu.get("per_numa_node")
-    if per_numa is not None:
-        if not isinstance(per_numa, dict) or not per_numa:
-            errors.add("gpu.per_numa_node", "Must be an object of NUMA index to GPU count.")
-        else:
-            counts: dict[str, int] = {}
-            for node, count in per_numa.items():
-                path = f"gpu.per_numa_node.{node}"
-                if not (
-                    isinstance(node, str) and node.isascii() and node.isdigit() and len(node) <= 3
-                ):
-                    errors.add(path, "A NUMA index is a whole number (0, 1, …).")
-                    continue
-                got = _int(count, path, errors, low=0, high=MAX_DEVICES)
-                if got is not None:
-                    counts[str(int(node))] = got
-            if len(counts) == len(per_numa) and gpu_count > 0 and sum(counts.values()) != gpu_count:
-                errors.add(
-                    "gpu.per_numa_node",
-                    f"Adds up to {sum(counts.values())} GPUs; the SKU's gpu_count is {gpu_count}.",
-                )
-            clean["per_numa_node"] = counts
+    if (ids := gpu.get("pci_ids")) is not None and (pci_ids := _gpu_pci_ids(ids, errors)):
+        clean["pci_ids"] = pci_ids
+    if (per_numa := gpu.get("per_numa_node")) is not None and (
+        counts := _gpu_per_numa_node(per_numa, errors, gpu_count=gpu_count)
+    ) is not None:
+        clean["per_numa_node"] = counts
     return clean
+
+
+def _gpu_pci_ids(ids: Any, errors: _Errors) -> list[str] | None:
+    if not isinstance(ids, list) or not ids or len(ids) > 16:
+        errors.add("gpu.pci_ids", "Must be a list of 1 to 16 vendor:product ids.")
+        return None
+    bad = [i for i in ids if not isinstance(i, str) or not PCI_ID.fullmatch(i)]
+    if bad:
+        errors.add("gpu.pci_ids", f"Not a PCI id (4 lower-case hex digits, ':', 4): {bad[0]!r}.")
+        return None
+    return sorted(set(ids))
+
+
+def _gpu_per_numa_node(per_numa: Any, errors: _Errors, *, gpu_count: int) -> dict[str, int] | None:
+    if not isinstance(per_numa, dict) or not per_numa:
+        errors.add("gpu.per_numa_node", "Must be an object of NUMA index to GPU count.")
+        return None
+    counts: dict[str, int] = {}
+    for node, count in per_numa.items():
+        path = f"gpu.per_numa_node.{node}"
+        if not (isinstance(node, str) and node.isascii() and node.isdigit() and len(node) <= 3):
+            errors.add(path, "A NUMA index is a whole number (0, 1, …).")
+            continue
+        got = _int(count, path, errors, low=0, high=MAX_DEVICES)
+        if got is not None:
+            counts[str(int(node))] = got
+    if len(counts) == len(per_numa) and gpu_count > 0 and sum(counts.values()) != gpu_count:
+        errors.add(
+            "gpu.per_numa_node",
+            f"Adds up to {sum(counts.values())} GPUs; the SKU's gpu_count is {gpu_count}.",
+        )
+    return counts
 
 
 def _nics(value: Any, errors: _Errors) -> list[dict[str, Any]]:
@@ -343,41 +347,58 @@ def judge(
 def _judge_gpus(
     count: int, model: str, profile: Mapping[str, Any], devices: Sequence[NodeDevice]
 ) -> list[Check]:
-    ids = set(profile.get("pci_ids") or ())
-    if ids:
-        counted = [d for d in devices if d.pci_id in ids]
-        what = f"{count} x {' or '.join(sorted(ids))}"
-    else:
-        counted = [
-            d for d in devices if d.hardware_type == GPU and d.vendor_id in ACCELERATOR_VENDORS
-        ]
-        what = f"{count} accelerator GPUs ({', '.join(ACCELERATOR_VENDORS.values())})"
+    """One check per GPU requirement: the count always, the model and the NUMA spread when
+    the SKU states them."""
+    counted, what = _counted_gpus(count, profile, devices)
+    checks = [_judge_gpu_count(count, what, counted, devices)]
+    if model:
+        checks.append(_judge_gpu_model(model, counted))
+    if per_numa := profile.get("per_numa_node"):
+        checks.append(_judge_gpu_numa(per_numa, counted))
+    return checks
+
+
+def _counted_gpus(
+    count: int, profile: Mapping[str, Any], devices: Sequence[NodeDevice]
+) -> tuple[list[NodeDevice], str]:
+    """The devices that count as the SKU's GPUs (by PCI id when the profile names ids, else by
+    accelerator vendor) and what the count check expects, in words."""
+    if ids := set(profile.get("pci_ids") or ()):
+        return [d for d in devices if d.pci_id in ids], f"{count} x {' or '.join(sorted(ids))}"
+    counted = [d for d in devices if d.hardware_type == GPU and d.vendor_id in ACCELERATOR_VENDORS]
+    return counted, f"{count} accelerator GPUs ({', '.join(ACCELERATOR_VENDORS.values())})"
+
+
+def _judge_gpu_count(
+    count: int, what: str, counted: Sequence[NodeDevice], devices: Sequence[NodeDevice]
+) -> Check:
     ignored = [d for d in devices if d.hardware_type == GPU and d not in counted]
     observed = f"{len(counted)}"
     if ignored:
         observed += f"; not counted: {', '.join(d.describe() for d in ignored)[:300]}"
-    checks = [Check("gpu.count", what, observed, len(counted) == count)]
-    if model:
-        wanted = model.casefold()
-        off = [d for d in counted if wanted not in d.product_name.casefold()]
-        names = sorted({d.product_name or d.pci_id for d in counted})
-        checks.append(
-            Check(
-                "gpu.model",
-                f"every GPU a {model}",
-                ", ".join(names) or "no GPUs",
-                not off and bool(counted),
-            )
-        )
-    if per_numa := profile.get("per_numa_node"):
-        seen = Counter(str(d.numa_node) for d in counted)
-        expected = ", ".join(f"NUMA {n}: {c}" for n, c in sorted(per_numa.items()))
-        observed = ", ".join(f"NUMA {n}: {c}" for n, c in sorted(seen.items())) or "none"
-        ok = all(seen.get(n, 0) == c for n, c in per_numa.items()) and sum(seen.values()) == sum(
-            per_numa.values()
-        )
-        checks.append(Check("gpu.per_numa_node", expected, observed, ok))
-    return checks
+    return Check("gpu.count", what, observed, len(counted) == count)
+
+
+def _judge_gpu_model(model: str, counted: Sequence[NodeDevice]) -> Check:
+    wanted = model.casefold()
+    off = [d for d in counted if wanted not in d.product_name.casefold()]
+    names = sorted({d.product_name or d.pci_id for d in counted})
+    return Check(
+        "gpu.model",
+        f"every GPU a {model}",
+        ", ".join(names) or "no GPUs",
+        not off and bool(counted),
+    )
+
+
+def _judge_gpu_numa(per_numa: Mapping[str, int], counted: Sequence[NodeDevice]) -> Check:
+    seen = Counter(str(d.numa_node) for d in counted)
+    expected = ", ".join(f"NUMA {n}: {c}" for n, c in sorted(per_numa.items()))
+    observed = ", ".join(f"NUMA {n}: {c}" for n, c in sorted(seen.items())) or "none"
+    ok = all(seen.get(n, 0) == c for n, c in per_numa.items()) and sum(seen.values()) == sum(
+        per_numa.values()
+    )
+    return Check("gpu.per_numa_node", expected, observed, ok)
 
 
 def _nic_matches(nic: Nic, requirement: Mapping[str, Any], machine: MachineHardware) -> bool:

@@ -545,62 +545,12 @@ def drift_resolve(
     """Resolve the active drift of one node (or one machine we have no node for): all of it, or
     the record of one ``kind``, or one record by ``drift_id``. Every record resolved gets an
     audit row in this transaction; ``adopt`` also changes our record (never MAAS)."""
-    if action not in ACTIONS:
-        raise InvalidInput(
-            "Invalid input.", fields={"action": [f"Must be one of: {', '.join(ACTIONS)}."]}
-        )
-    if expires_at is not None and action != "acknowledge":
-        raise InvalidInput(
-            "Invalid input.", fields={"expires_at": ["Only an acknowledgement can expire."]}
-        )
-    if expires_at is not None and expires_at <= timezone.now():
-        raise InvalidInput("Invalid input.", fields={"expires_at": ["Must be in the future."]})
-    if node_id is not None:
-        node = Node.objects.filter(pk=node_id).first()
-        if node is None:
-            raise NotFound(f"node {node_id} not found")
-        scope = Q(node_id=node_id)
-        sites = [node.site_id]
-    else:
-        sites = list(
-            DriftRecord.objects.filter(system_id=system_id, node__isnull=True)
-            .filter(**({"site_id": site_id} if site_id is not None else {}))
-            .values_list("site_id", flat=True)
-            .distinct()
-        )
-        if not sites:
-            raise NotFound(f"no drift recorded for machine {system_id}")
-        if len(sites) > 1:
-            raise InvalidInput(
-                "Invalid input.",
-                fields={"site_id": ["The machine id is known on several sites: name the site."]},
-            )
-        scope = Q(system_id=system_id, node__isnull=True)
-    with site_lock(sites[0]):
-        qs = DriftRecord.objects.select_for_update().filter(
-            scope, site_id=sites[0], state__in=ACTIVE_DRIFT
-        )
-        if kind:
-            qs = qs.filter(kind=kind)
-        if drift_id is not None:
-            qs = qs.filter(pk=drift_id)
-        records = list(qs.order_by("id"))
-        if not records:
-            raise Conflict(
-                "No active drift matches.",
-                active_drift=list(
-                    DriftRecord.objects.filter(scope, state__in=ACTIVE_DRIFT).values("id", "kind")
-                ),
-            )
+    _check_resolution(action, expires_at)
+    scope, site_pk = _drift_scope(node_id, system_id, site_id)
+    with site_lock(site_pk):
+        records = _active_records(scope, site_pk, kind=kind, drift_id=drift_id)
         if action == "adopt":
-            refused = sorted({r.kind for r in records if r.kind not in ADOPTABLE})
-            if refused:
-                raise Conflict(
-                    "MAAS's value cannot be adopted for this drift: "
-                    + ", ".join(refused)
-                    + " (acknowledge it, mark it for manual intervention, or fix it at the source)",
-                    adoptable_kinds=sorted(ADOPTABLE),
-                )
+            _refuse_unadoptable(records)
         now = timezone.now()
         name = audit.actor_name(actor)
         for rec in records:
@@ -630,6 +580,78 @@ def drift_resolve(
                 reason=reason,
             )
     return records
+
+
+def _check_resolution(action: str, expires_at: datetime | None) -> None:
+    """A known action; an expiry only on an acknowledgement, and in the future."""
+    if action not in ACTIONS:
+        raise InvalidInput(
+            "Invalid input.", fields={"action": [f"Must be one of: {', '.join(ACTIONS)}."]}
+        )
+    if expires_at is not None and action != "acknowledge":
+        raise InvalidInput(
+            "Invalid input.", fields={"expires_at": ["Only an acknowledgement can expire."]}
+        )
+    if expires_at is not None and expires_at <= timezone.now():
+        raise InvalidInput("Invalid input.", fields={"expires_at": ["Must be in the future."]})
+
+
+def _drift_scope(node_id: int | None, system_id: str, site_id: int | None) -> tuple[Q, int]:
+    """The records of one node, or of one machine we have no node for (on the one site that
+    knows it, or the site named), and that site."""
+    if node_id is not None:
+        node = Node.objects.filter(pk=node_id).first()
+        if node is None:
+            raise NotFound(f"node {node_id} not found")
+        return Q(node_id=node_id), node.site_id
+    sites = list(
+        DriftRecord.objects.filter(system_id=system_id, node__isnull=True)
+        .filter(**({"site_id": site_id} if site_id is not None else {}))
+        .values_list("site_id", flat=True)
+        .distinct()
+    )
+    if not sites:
+        raise NotFound(f"no drift recorded for machine {system_id}")
+    if len(sites) > 1:
+        raise InvalidInput(
+            "Invalid input.",
+            fields={"site_id": ["The machine id is known on several sites: name the site."]},
+        )
+    return Q(system_id=system_id, node__isnull=True), sites[0]
+
+
+def _active_records(
+    scope: Q, site_pk: int, *, kind: str | None, drift_id: int | None
+) -> list[DriftRecord]:
+    """The scope's active records on site ``site_pk`` (of one kind, or one record), locked; a
+    Conflict listing the active drift when none matches."""
+    qs = DriftRecord.objects.select_for_update().filter(
+        scope, site_id=site_pk, state__in=ACTIVE_DRIFT
+    )
+    if kind:
+        qs = qs.filter(kind=kind)
+    if drift_id is not None:
+        qs = qs.filter(pk=drift_id)
+    records = list(qs.order_by("id"))
+    if not records:
+        raise Conflict(
+            "No active drift matches.",
+            active_drift=list(
+                DriftRecord.objects.filter(scope, state__in=ACTIVE_DRIFT).values("id", "kind")
+            ),
+        )
+    return records
+
+
+def _refuse_unadoptable(records: list[DriftRecord]) -> None:
+    refused = sorted({r.kind for r in records if r.kind not in ADOPTABLE})
+    if refused:
+        raise Conflict(
+            "MAAS's value cannot be adopted for this drift: "
+            + ", ".join(refused)
+            + " (acknowledge it, mark it for manual intervention, or fix it at the source)",
+            adoptable_kinds=sorted(ADOPTABLE),
+        )
 
 
 def _drift_snapshot(rec: DriftRecord) -> dict[str, Any]:

@@ -16,6 +16,7 @@ after commit. A verb never talks to MAAS inside the lock; ``adopt`` reads MAAS b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,65 @@ from workflows.kinds import M, WorkflowKind
 from workflows.models import Move, Workflow
 
 W = WorkflowState
+# What a verb does to the locked row (after its checks, before the save): the workflow kind,
+# the row, the plan and the operator's reason in; a hook to run on the saved row out (or None).
+Effect = Callable[[WorkflowKind[Any], Any, "Plan", str], Callable[[Any], None] | None]
+
+
+def _release_execution(wf: Workflow) -> None:
+    """A live execution's next heartbeat or recording finds it no longer owns the workflow."""
+    wf.lease_owner, wf.lease_expires_at = "", None
+    wf.dispatch = F("dispatch") + 1
+
+
+def _reopen(wf: Workflow, *, stage: str, attempt: int, checkpoint: str | None) -> None:
+    """Back to pending at ``stage``; admission starts it within the site's concurrency limit."""
+    wf.reopen()
+    wf.stage = stage
+    wf.attempt = attempt
+    if checkpoint is not None:
+        wf.checkpoint = checkpoint
+    wf.failure_class = wf.reason = ""
+    wf.finished_at = None
+    wf.lost_leases = wf.stage_tries = 0
+    wf.stage_started_at = wf.next_check_at = None
+    wf.wait_system_id, wf.wait_status = "", None
+    wf.stage_data = {}
+    _release_execution(wf)
+
+
+def _reopen_at_plan(kind: WorkflowKind[Any], wf: Any, recipe: Plan, reason: str) -> None:
+    """Back to pending at the plan's stage and attempt (a fresh checkpoint when that is the
+    first or the reset stage); the kind's reopen hook runs."""
+    checkpoint = (
+        "" if recipe.from_stage in (kind.first_stage(wf), getattr(kind.reset, "name", "")) else None
+    )
+    if not wf.is_open:
+        _refuse_if_node_busy(kind, wf)
+    _reopen(wf, stage=recipe.from_stage, attempt=recipe.attempt, checkpoint=checkpoint)
+    kind.on_reopen(wf)
+
+
+def _cancel(
+    kind: WorkflowKind[Any], wf: Any, recipe: Plan, reason: str
+) -> Callable[[Any], None] | None:
+    """A pending workflow ends cancelled at once (the kind's cancelled hook runs); a running or
+    waiting one starts cancelling, which the engine carries out."""
+    if wf.state == W.PENDING:
+        wf.end_cancelled()
+        wf.finished_at = timezone.now()
+        return kind.on_cancelled
+    wf.begin_cancel()
+    _release_execution(wf)
+    return None
+
+
+def _freeze(kind: WorkflowKind[Any], wf: Any, recipe: Plan, reason: str) -> None:
+    """Manual intervention: nothing automatic touches the workflow until an operator acts."""
+    wf.freeze()
+    wf.next_check_at = None
+    wf.reason = (reason or "marked for manual intervention")[:500]
+    _release_execution(wf)
 
 
 @dataclass(frozen=True)
@@ -44,7 +104,10 @@ class Verb:
     the first, the kind's reset stage, or the one ``adopt`` reads from MAAS; None: the verb does
     not reopen), whether it starts a new attempt, the access class it needs, its help text, and
     whether it is destructive (the admin pages and maasctl ask first) or needs an explicit
-    ``confirm`` in the API. The URL patterns (``workflows.api.verb_pattern``), the access check,
+    ``confirm`` in the API. Its effect is data too: the ``effect`` on the locked row, the
+    sources it takes only from a dead worker (``only_from_dead_worker``), whether its plan lists
+    the kind's cancel stage's MAAS calls (``compensates``), and the event it ``announces``. The
+    URL patterns (``workflows.api.verb_pattern``), the access check,
     the admin's buttons and confirmations and the OpenAPI enum are read from here; maasctl keeps
     its own copy (``maasctl``'s contract forbids the import), compared by a test."""
 
@@ -57,6 +120,17 @@ class Verb:
     new_attempt: bool = False
     destructive: bool = False
     needs_confirmation: bool = False
+    effect: Effect = _reopen_at_plan
+    only_from_dead_worker: tuple[WorkflowState, ...] = ()
+    compensates: bool = False
+    announces: str = ""
+
+    def may_start(self, wf: Workflow) -> bool:
+        """Whether ``wf``'s state is one this verb starts from (a running workflow only when
+        its worker vanished, for a verb that takes over a dead execution)."""
+        return wf.state in self.sources and (
+            wf.state not in self.only_from_dead_worker or _worker_vanished(wf)
+        )
 
 
 REOPEN = (Workflow.reopen,)
@@ -77,6 +151,7 @@ VERBS = {
             REOPEN,
             Action.OPERATE,
             "Continue at the current stage (same attempt).",
+            only_from_dead_worker=(W.RUNNING,),
         ),
         Verb(
             "rerun",
@@ -107,6 +182,8 @@ VERBS = {
             "Stop: abort the in-flight MAAS action where MAAS allows it, end cancelled.",
             restart_at=None,
             destructive=True,
+            effect=_cancel,
+            compensates=True,
         ),
         Verb(
             "adopt",
@@ -124,6 +201,8 @@ VERBS = {
             "Freeze: nothing automatic touches the node until an operator resumes, adopts, "
             "reruns or restart-cleans it.",
             restart_at=None,
+            effect=_freeze,
+            announces="manual_intervention_required",
         ),
     )
 }
@@ -147,13 +226,7 @@ def _worker_vanished(wf: Workflow) -> bool:
 
 
 def allowed_verbs(wf: Workflow) -> list[str]:
-    names = []
-    for verb in VERBS.values():
-        if wf.state in verb.sources and (
-            verb.name != "resume" or wf.state != W.RUNNING or _worker_vanished(wf)
-        ):
-            names.append(verb.name)
-    return names
+    return [verb.name for verb in VERBS.values() if verb.may_start(wf)]
 
 
 def _refuse(wf: Workflow, verb: str) -> Conflict:
@@ -186,8 +259,8 @@ def plan(kind: WorkflowKind[M], wf: M, verb: str, *, adopt_stage: str | None = N
     }.get(spec.restart_at or "", wf.stage)
     attempt = wf.attempt + (1 if spec.new_attempt else 0)
     calls: list[str] = []
-    if verb == "cancel" and kind.cancel is not None:
-        calls += [str(c) for c in kind.cancel.maas_calls]
+    if spec.compensates:
+        calls += [str(c) for c in kind.cancel.maas_calls] if kind.cancel is not None else []
     elif spec.restart_at is not None:
         names = [s.name for s in stages]
         if kind.reset is not None and stage == kind.reset.name:
@@ -249,28 +322,6 @@ def _refuse_if_a_tenant_holds_the_node(
         )
 
 
-def _release_execution(wf: Workflow) -> None:
-    """A live execution's next heartbeat or recording finds it no longer owns the workflow."""
-    wf.lease_owner, wf.lease_expires_at = "", None
-    wf.dispatch = F("dispatch") + 1
-
-
-def _reopen(wf: Workflow, *, stage: str, attempt: int, checkpoint: str | None) -> None:
-    """Back to pending at ``stage``; admission starts it within the site's concurrency limit."""
-    wf.reopen()
-    wf.stage = stage
-    wf.attempt = attempt
-    if checkpoint is not None:
-        wf.checkpoint = checkpoint
-    wf.failure_class = wf.reason = ""
-    wf.finished_at = None
-    wf.lost_leases = wf.stage_tries = 0
-    wf.stage_started_at = wf.next_check_at = None
-    wf.wait_system_id, wf.wait_status = "", None
-    wf.stage_data = {}
-    _release_execution(wf)
-
-
 def apply(
     kind: WorkflowKind[M],
     pk: int,
@@ -292,7 +343,7 @@ def apply(
         )
     adopt_stage: str | None = None
     observed: dict[str, Any] = {}
-    if verb == "adopt" and kind.adopt is not None:
+    if spec.restart_at == "adopted" and kind.adopt is not None:
         current = kind.load(pk)
         if current.state in spec.sources:
             adopt_stage, observed = kind.adopt(current)  # reads MAAS; no lock held
@@ -302,9 +353,7 @@ def apply(
             .select_related(*kind.select_related)
             .get(pk=pk)
         )
-        if wf.state not in spec.sources or (
-            verb == "resume" and wf.state == W.RUNNING and not _worker_vanished(wf)
-        ):
+        if not spec.may_start(wf):
             raise _refuse(wf, verb)
         if spec.needs_confirmation and not confirm and not dry_run:
             raise InvalidInput(
@@ -316,31 +365,7 @@ def apply(
         if dry_run:
             return {"dry_run": True, "allowed": True, "current_state": wf.state, **recipe.__dict__}
         before = {"state": wf.state, "stage": wf.stage, "attempt": wf.attempt}
-        name = audit.actor_name(actor)
-        hook = None
-        if verb == "cancel":
-            if wf.state == W.PENDING:
-                wf.end_cancelled()
-                wf.finished_at = timezone.now()
-                hook = kind.on_cancelled
-            else:
-                wf.begin_cancel()
-                _release_execution(wf)
-        elif verb == "mark-manual-intervention":
-            wf.freeze()
-            wf.next_check_at = None
-            wf.reason = (reason or "marked for manual intervention")[:500]
-            _release_execution(wf)
-        else:
-            checkpoint = (
-                ""
-                if recipe.from_stage in (kind.first_stage(wf), getattr(kind.reset, "name", ""))
-                else None
-            )
-            if not wf.is_open:
-                _refuse_if_node_busy(kind, wf)
-            _reopen(wf, stage=recipe.from_stage, attempt=recipe.attempt, checkpoint=checkpoint)
-            kind.on_reopen(wf)
+        hook = spec.effect(kind, wf, recipe, reason)
         try:
             with transaction.atomic():
                 wf.save()
@@ -353,24 +378,38 @@ def apply(
         if hook is not None:
             hook(wf)
             family.wake_parent(wf)
-        message = f"{verb} by {name}" + (f": {reason}" if reason else "")
-        timeline = [kind.event(wf, f"operator.{verb}", message, actor=name, **observed)]
-        if verb == "mark-manual-intervention":
-            events.emit(kind.name, "manual_intervention_required", wf, reason=wf.reason)
-            timeline.append(
-                kind.event(wf, f"node.{kind.name}.manual_intervention_required", wf.reason)
-            )
-        kind.add_events(timeline)
-        audit.record(
-            actor=actor,
-            action=f"{kind.name}.{verb}",
-            target=wf,
-            before=before,
-            after={"state": wf.state, "stage": wf.stage, "attempt": wf.attempt},
-            reason=reason,
-        )
+        _record(kind, wf, spec, actor=actor, reason=reason, before=before, observed=observed)
         if wf.state == W.CANCELLING:
             enqueue(kind.name, wf.pk, wf.dispatch, region=wf.site.region)
         elif wf.state == W.PENDING:
             admit_after_commit(wf.site_id)
     return {"dry_run": False, "verb": verb, "workflow": wf}
+
+
+def _record(
+    kind: WorkflowKind[M],
+    wf: M,
+    spec: Verb,
+    *,
+    actor: audit.Actor,
+    reason: str,
+    before: dict[str, Any],
+    observed: dict[str, Any],
+) -> None:
+    """The verb's timeline event (and the one it announces, as an outbox event too) and its
+    audit row, in the verb's transaction."""
+    name = audit.actor_name(actor)
+    message = f"{spec.name} by {name}" + (f": {reason}" if reason else "")
+    timeline = [kind.event(wf, f"operator.{spec.name}", message, actor=name, **observed)]
+    if spec.announces:
+        events.emit(kind.name, spec.announces, wf, reason=wf.reason)
+        timeline.append(kind.event(wf, f"node.{kind.name}.{spec.announces}", wf.reason))
+    kind.add_events(timeline)
+    audit.record(
+        actor=actor,
+        action=f"{kind.name}.{spec.name}",
+        target=wf,
+        before=before,
+        after={"state": wf.state, "stage": wf.stage, "attempt": wf.attempt},
+        reason=reason,
+    )

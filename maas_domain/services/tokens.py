@@ -22,7 +22,7 @@ Rules:
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -69,42 +69,11 @@ def api_token_create(
     ``parent``: the token the request came with, which bounds the new one."""
     from maas_domain.auth import TOKEN_PREFIX, hash_token
 
-    errors: dict[str, list[str]] = {}
-    if not isinstance(name, str) or not name.strip() or len(name) > 100:
-        errors["name"] = ["1 to 100 characters."]
-    if scope not in TokenScope.values:
-        errors["scope"] = [f"One of: {', '.join(TokenScope.values)}."]
-    longest = timedelta(days=settings.API_TOKEN_MAX_DAYS)
-    explicit_expiry = expires_in is not None
-    expires_in = expires_in if expires_in is not None else timedelta(days=settings.API_TOKEN_DAYS)
-    if not timedelta(minutes=1) <= expires_in <= longest:
-        errors["expires_in"] = [f"Between one minute and {settings.API_TOKEN_MAX_DAYS} days."]
     now = timezone.now()
-    if parent is not None and not errors:
-        if RANK[Action(scope)] > RANK[Action(parent.scope)]:
-            errors["scope"] = [f"At most the scope of the token making it ({parent.scope})."]
-        if parent.expires_at is not None and now + expires_in > parent.expires_at:
-            if explicit_expiry:
-                errors["expires_in"] = [
-                    f"At most the expiry of the token making it ({parent.expires_at.isoformat()})."
-                ]
-            else:
-                expires_in = parent.expires_at - now
-    if errors:
-        raise InvalidInput("Invalid token request.", fields=errors)
+    expires_in = _checked_request(name, scope, expires_in, parent, now)
     if not _may_manage(actor, user):  # before anything about the user is said
         raise Forbidden("Creating a token for another user needs the admin role.")
-    if not getattr(user, "is_active", False):
-        errors["user"] = [f"{user.get_username()} is not an active user."]
-    elif user_rank(user) < RANK[Action(scope)]:
-        role = next((a.value for a in Action if RANK[a] == user_rank(user)), None)
-        errors["scope"] = [
-            f"{user.get_username()}'s role allows {role or 'nothing (no maascp group)'}: a "
-            f"{scope} token would do no more than that. Ask for a narrower scope, or give "
-            "the user the role first."
-        ]
-    if errors:
-        raise InvalidInput("Invalid token request.", fields=errors)
+    _check_holder(user, scope)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         token = ApiToken.objects.create(
@@ -119,6 +88,67 @@ def api_token_create(
         )
         audit.record(actor=actor, action="api_token.create", target=token, after=_summary(token))
     return token, raw
+
+
+def _checked_request(
+    name: str, scope: str, expires_in: timedelta | None, parent: ApiToken | None, now: datetime
+) -> timedelta:
+    """The token's lifetime (the default when none is asked for), or InvalidInput naming each
+    bad field: the name, the scope, the lifetime, and, for a token made through another, a wider
+    scope or a later expiry than that one's."""
+    errors: dict[str, list[str]] = {}
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
+        errors["name"] = ["1 to 100 characters."]
+    if scope not in TokenScope.values:
+        errors["scope"] = [f"One of: {', '.join(TokenScope.values)}."]
+    longest = timedelta(days=settings.API_TOKEN_MAX_DAYS)
+    explicit_expiry = expires_in is not None
+    expires_in = expires_in if expires_in is not None else timedelta(days=settings.API_TOKEN_DAYS)
+    if not timedelta(minutes=1) <= expires_in <= longest:
+        errors["expires_in"] = [f"Between one minute and {settings.API_TOKEN_MAX_DAYS} days."]
+    if parent is not None and not errors:
+        expires_in = _bounded_by_parent(parent, scope, expires_in, explicit_expiry, now, errors)
+    if errors:
+        raise InvalidInput("Invalid token request.", fields=errors)
+    return expires_in
+
+
+def _bounded_by_parent(
+    parent: ApiToken,
+    scope: str,
+    expires_in: timedelta,
+    explicit_expiry: bool,
+    now: datetime,
+    errors: dict[str, list[str]],
+) -> timedelta:
+    """A token made through ``parent`` has at most its scope and ends by its expiry: a default
+    lifetime is cut to it, an explicit one past it is an error (added to ``errors``)."""
+    if RANK[Action(scope)] > RANK[Action(parent.scope)]:
+        errors["scope"] = [f"At most the scope of the token making it ({parent.scope})."]
+    if parent.expires_at is not None and now + expires_in > parent.expires_at:
+        if explicit_expiry:
+            errors["expires_in"] = [
+                f"At most the expiry of the token making it ({parent.expires_at.isoformat()})."
+            ]
+        else:
+            expires_in = parent.expires_at - now
+    return expires_in
+
+
+def _check_holder(user: Any, scope: str) -> None:
+    """A token is made only for an active user, with a scope their role allows."""
+    errors: dict[str, list[str]] = {}
+    if not getattr(user, "is_active", False):
+        errors["user"] = [f"{user.get_username()} is not an active user."]
+    elif user_rank(user) < RANK[Action(scope)]:
+        role = next((a.value for a in Action if RANK[a] == user_rank(user)), None)
+        errors["scope"] = [
+            f"{user.get_username()}'s role allows {role or 'nothing (no maascp group)'}: a "
+            f"{scope} token would do no more than that. Ask for a narrower scope, or give "
+            "the user the role first."
+        ]
+    if errors:
+        raise InvalidInput("Invalid token request.", fields=errors)
 
 
 def api_token_revoke(*, actor: audit.Actor, token_id: int, reason: str = "") -> ApiToken:

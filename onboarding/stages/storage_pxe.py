@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from maas_client.errors import MaasError
-from maas_client.types import Subnet
+from maas_client.types import Interface, Link, Machine, Subnet
 from onboarding.models import Onboarding
 from onboarding.stages.common import (
     COMMISSIONING,
@@ -45,7 +45,9 @@ def first_deploy(wf: Onboarding) -> bool:
     applies=first_deploy,
 )
 def storage_pxe(ctx: Ctx) -> Result:
-    wf, maas, profile = ctx.wf, ctx.maas, ctx.wf.profile
+    """Three sub-steps on a Ready machine: the profile's storage layout (once per attempt), the
+    PXE interface and the subnet it must be on, and the AUTO link there (relinked and verified
+    when it is not the interface's only link)."""
     machine = read_machine(ctx)
     if machine.status in PAST_COMMISSIONING:
         # set before the deploy that MAAS shows; MAAS changes neither until it is released
@@ -55,9 +57,22 @@ def storage_pxe(ctx: Ctx) -> Result:
             "unexpected_state", f"machine is {machine.status_name}; storage/PXE needs Ready"
         )
     if not ctx.sent("set_storage_layout"):
-        maas.set_storage_layout(machine.system_id, profile.storage_layout)
-        ctx.event("maas.action", f"storage layout {profile.storage_layout} applied")
-    cidr = profile.pxe_subnet or wf.site.pxe_subnet
+        layout = ctx.wf.profile.storage_layout
+        ctx.maas.set_storage_layout(machine.system_id, layout)
+        ctx.event("maas.action", f"storage layout {layout} applied")
+    found = _pxe_target(ctx, machine)
+    if not isinstance(found, tuple):
+        return found
+    iface, target = found
+    return _link_auto(ctx, machine, iface, target)
+
+
+def _pxe_target(ctx: Ctx, machine: Machine) -> tuple[Interface, Subnet] | Result:
+    """The PXE interface (the profile's, else the boot interface) and the subnet it must be on
+    (the profile's or the site's PXE subnet, else the one it is on), or the stage's end when
+    either is missing (no subnet at all is only a warning unless the policy is strict)."""
+    profile = ctx.wf.profile
+    cidr = profile.pxe_subnet or ctx.wf.site.pxe_subnet
     subnets = {s.cidr: s for s in site_subnets(ctx, fresh_unless=cidr)}
     iface = (
         next((i for i in machine.interfaces if i.name == profile.pxe_interface), None)
@@ -79,13 +94,22 @@ def storage_pxe(ctx: Ctx) -> Result:
         if ctx.policy.strict_pxe_preflight:
             return Fail("pxe", msg)
         return Done(f"warning: {msg}")
-    good = [
-        lk for lk in iface.links if lk.mode == "auto" and lk.subnet and lk.subnet.id == target.id
-    ]
+    return iface, target
+
+
+def _auto_on(link: Link, target: Subnet) -> bool:
+    return bool(link.mode == "auto" and link.subnet and link.subnet.id == target.id)
+
+
+def _link_auto(ctx: Ctx, machine: Machine, iface: Interface, target: Subnet) -> Result:
+    """The interface AUTO on ``target`` and linked nowhere else: every other link unlinked, the
+    AUTO link made if missing (moving the interface's VLAN if need be), then read back."""
+    maas = ctx.maas
+    good = [lk for lk in iface.links if _auto_on(lk, target)]
     if good and len(iface.links) == 1:
         return Done(f"PXE interface {iface.name} is AUTO on {target.cidr}")
     for link in iface.links:
-        if not (link.mode == "auto" and link.subnet and link.subnet.id == target.id):
+        if not _auto_on(link, target):
             maas.unlink_subnet(machine.system_id, iface.id, link.id)
     if not good:
         # MAAS offers only the interface's own VLAN's subnets unless asked to move it
@@ -102,7 +126,7 @@ def storage_pxe(ctx: Ctx) -> Result:
             raise
     ctx.event("maas.action", f"relinked PXE interface {iface.name} to AUTO on {target.cidr}")
     check = next(i for i in maas.interfaces(machine.system_id) if i.id == iface.id)
-    if not any(lk.mode == "auto" and lk.subnet and lk.subnet.id == target.id for lk in check.links):
+    if not any(_auto_on(lk, target) for lk in check.links):
         forget_subnets(ctx)
         return Fail(
             "pxe", f"PXE interface {iface.name} did not take the AUTO link on {target.cidr}"

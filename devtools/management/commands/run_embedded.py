@@ -35,6 +35,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,36 +99,11 @@ class Command(BaseCommand):
         maas_url = f"http://127.0.0.1:{opts['maas_port']}/MAAS/"
         opts["lab_maas_port"] = opts["lab_maas_port"] or opts["maas_port"] + 1
         lab_url = f"http://127.0.0.1:{opts['lab_maas_port']}/MAAS/"
-        refusal = stack.refusal_if_running(data_dir) or stack.refusal_if_busy(
-            [
-                ("API", opts["host"], opts["port"]),
-                ("MAAS simulator", "127.0.0.1", opts["maas_port"]),
-                ("spare MAAS simulator", "127.0.0.1", opts["lab_maas_port"]),
-            ]
-        )
-        if refusal:
-            raise CommandError(refusal)
+        self._refuse_if_running_or_busy(data_dir, opts)
         self._say(f"data folder: {data_dir}")
-        database = freshstart.prepare(keep=opts["keep_database"])
-        # The node API address of every site without its own follows --port (unless set).
-        if "MAASCP_NODE_API_URL" not in os.environ:
-            os.environ["MAASCP_NODE_API_URL"] = settings.NODE_API_URL = base
-        if not (data_dir / "maascp.sqlite3").exists() and freshstart.embedded_database():
-            self._say("preparing a new database (about 10 s)")
-        call_command("migrate", interactive=False, verbosity=0)
-        call_command("collectstatic", interactive=False, verbosity=0)
-        freshstart.reserve_system_ids(self._reserved_file())
-        # Every process started here shares the metrics folder; what earlier runs left goes.
-        wipe(Path(settings.METRICS_DIR))
+        database = self._prepare_database(data_dir, base, keep=opts["keep_database"])
         password, token, minted = self._admin_login(opts["admin_user"])
-        profile = None
-        if not opts["no_profile"]:
-            try:
-                profile = localprofile.write_profile(
-                    url=base, token_path=localprofile.token_file(data_dir)
-                )
-            except localprofile.ProfileError as exc:
-                self._say(f"note: no maasctl profile written ({exc})")
+        profile = None if opts["no_profile"] else self._write_profile(data_dir, base)
         stopping = False
 
         def stop(signum: int, frame: Any) -> None:
@@ -136,10 +112,7 @@ class Command(BaseCommand):
 
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop)
-        if not self._sim_key_file().exists():  # one key for both simulators, made once
-            fd = os.open(self._sim_key_file(), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(new_api_key())
+        self._ensure_sim_key()
         procs = self._start(opts)
         stack.record(data_dir, url=base, children={
             name: (proc.pid, MARKERS[name]) for name, proc in procs.items()})  # fmt: skip
@@ -159,27 +132,83 @@ class Command(BaseCommand):
                 'of your own goes there; README, "Try the API")\n'
                 f"  MAAS key    : both simulators' admin API key is in {self._sim_key_file()}\n"
             )
-            follower = TimelineFollower()
+            follower = TimelineFollower()  # before the demo starts: its first events are shown
             demo = None if opts["no_demo"] else self._demo_onboarding(opts["admin_user"], base)
-            while not stopping:
-                for line in follower.new_lines():
-                    self._say(line)
-                if demo is not None:
-                    demo.refresh_from_db(fields=["state", "reason"])
-                    if demo.state in (WorkflowState.SUCCEEDED, WorkflowState.FAILED):
-                        reason = f": {demo.reason}" if demo.reason else ""
-                        self._say(f"Demo onboarding {demo.state}{reason}")
-                        demo = None
-                for name, proc in procs.items():
-                    if proc.poll() is not None:
-                        raise CommandError(
-                            f"{name} exited with code {proc.returncode} "
-                            f"(see {self._log_dir() / (name + '.log')})"
-                        )
-                time.sleep(0.5)
+            self._follow(follower, procs, demo, lambda: stopping)
         finally:
             self._stop_all(procs)
             stack.forget(data_dir)
+
+    def _refuse_if_running_or_busy(self, data_dir: Path, opts: dict[str, Any]) -> None:
+        """Refused, naming the processes, while a stack of this data folder runs (or left
+        processes behind) or while a port the stack needs is busy (``devtools/stack.py``)."""
+        refusal = stack.refusal_if_running(data_dir) or stack.refusal_if_busy(
+            [
+                ("API", opts["host"], opts["port"]),
+                ("MAAS simulator", "127.0.0.1", opts["maas_port"]),
+                ("spare MAAS simulator", "127.0.0.1", opts["lab_maas_port"]),
+            ]
+        )
+        if refusal:
+            raise CommandError(refusal)
+
+    def _prepare_database(self, data_dir: Path, base: str, *, keep: bool) -> freshstart.Outcome:
+        """The embedded database reset with the simulators (or kept), migrated, the static files
+        collected, the system ids our nodes hold reserved, the metrics of earlier runs wiped."""
+        database = freshstart.prepare(keep=keep)
+        # The node API address of every site without its own follows --port (unless set).
+        if "MAASCP_NODE_API_URL" not in os.environ:
+            os.environ["MAASCP_NODE_API_URL"] = settings.NODE_API_URL = base
+        if not (data_dir / "maascp.sqlite3").exists() and freshstart.embedded_database():
+            self._say("preparing a new database (about 10 s)")
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        freshstart.reserve_system_ids(self._reserved_file())
+        # Every process started here shares the metrics folder; what earlier runs left goes.
+        wipe(Path(settings.METRICS_DIR))
+        return database
+
+    def _write_profile(self, data_dir: Path, base: str) -> tuple[str, Path] | None:
+        """The stack's maasctl profile (docs/cli.md), or None, said why, when it cannot be."""
+        try:
+            return localprofile.write_profile(
+                url=base, token_path=localprofile.token_file(data_dir)
+            )
+        except localprofile.ProfileError as exc:
+            self._say(f"note: no maasctl profile written ({exc})")
+            return None
+
+    def _ensure_sim_key(self) -> None:
+        if not self._sim_key_file().exists():  # one key for both simulators, made once
+            fd = os.open(self._sim_key_file(), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(new_api_key())
+
+    def _follow(
+        self,
+        follower: TimelineFollower,
+        procs: dict[str, subprocess.Popen[bytes]],
+        demo: Onboarding | None,
+        stopped: Callable[[], bool],
+    ) -> None:
+        """Until stopped: the timeline's new lines, the demo onboarding's end, and a
+        CommandError when a process exits."""
+        while not stopped():
+            for line in follower.new_lines():
+                self._say(line)
+            if demo is not None:
+                demo.refresh_from_db(fields=["state", "reason"])
+                if demo.state in (WorkflowState.SUCCEEDED, WorkflowState.FAILED):
+                    reason = f": {demo.reason}" if demo.reason else ""
+                    self._say(f"Demo onboarding {demo.state}{reason}")
+                    demo = None
+            for name, proc in procs.items():
+                if proc.poll() is not None:
+                    raise CommandError(
+                        f"{name} exited with code {proc.returncode} "
+                        f"(see {self._log_dir() / (name + '.log')})"
+                    )
+            time.sleep(0.5)
 
     def _say(self, line: str) -> None:
         """A console line; a console that went away (the terminal closed: SIGHUP) is no reason
