@@ -28,13 +28,13 @@ from maas_simulator.wire import (
     MAC,
     Request,
     Response,
-    bool_field,
     checkbox,
     form_data,
     has_perm,
     invalid_choice,
     machine_or_404,
     raw,
+    string_bool,
 )
 
 S = NodeStatus
@@ -76,6 +76,9 @@ def _valid_architectures(sim: Simulator) -> list[str]:
 
 
 def machines_create(sim: Simulator, req: Request) -> Response:
+    # get_optional_param(request.data, ..., StringBool): read before the form
+    commission = string_bool(req.data, "commission", default=True)
+    deployed = string_bool(req.data, "deployed")
     arch = req.get("architecture") or ""
     if arch and "/" not in arch:
         arch = f"{arch}/generic"
@@ -121,11 +124,12 @@ def machines_create(sim: Simulator, req: Request) -> Response:
         architecture=arch,
         discovered=False,  # commissioning finds the hardware
     )
-    commission = req.get("commission")
-    if req.user.is_superuser and (commission is None or bool_field(commission)):
-        # MAAS ignores errors of the implicit commissioning (LP:1600328)
+    if req.user.is_superuser and commission and not deployed:
+        # The same body goes through CommissionForm (its flags are checkboxes); MAAS ignores
+        # errors of this implicit commissioning (LP:1600328)
         with contextlib.suppress(ApiError):
-            lifecycle.commission(sim, m, req.user, {})
+            params = commission_form(sim, req)
+            lifecycle.commission(sim, m, req.user, params)
     return raw(machine_json(sim, m))
 
 
@@ -195,7 +199,8 @@ def machines_allocate(sim: Simulator, req: Request) -> Response:
             )
         raise ApiError(409, message)
     m = candidates[0][2]
-    if not (req.data.get("dry_run") and bool_field(req.data["dry_run"][0])):
+    verbose = string_bool(req.form, "verbose")
+    if not string_bool(req.form, "dry_run"):
         lifecycle.acquire(
             sim, m, user, req.data.get("agent_name", [""])[0], req.get("comment") or ""
         )
@@ -210,7 +215,7 @@ def machines_allocate(sim: Simulator, req: Request) -> Response:
     interfaces = form.interface_match(m) if form.interfaces is not None else {}
     if interfaces:
         by_type["interfaces"] = interfaces
-    if req.data.get("verbose") and bool_field(req.data["verbose"][0]):
+    if verbose:
         by_type["verbose_storage"] = {m.system_id: storage} if storage else {}
         by_type["verbose_interfaces"] = {m.system_id: interfaces} if interfaces else {}
     data["constraints_by_type"] = by_type
@@ -280,15 +285,23 @@ def machine_delete(sim: Simulator, req: Request) -> Response:
 def machine_commission(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    data = form_data(req)  # CommissionForm: BooleanFields, "0" is true
+    lifecycle.commission(sim, m, req.user, commission_form(sim, req))
+    return raw(machine_json(sim, m))
+
+
+COMMISSION_FLAGS = ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
+
+
+def commission_form(sim: Simulator, req: Request) -> dict[str, Any]:
+    """``CommissionForm``: its flags are ``BooleanField``s ("0" is true), its script lists
+    comma-separated choices."""
+    data = form_data(req)
     params: dict[str, Any] = {
-        k: checkbox(data[k]) if k in data else False
-        for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
+        k: checkbox(data[k]) if k in data else False for k in COMMISSION_FLAGS
     }
     params["testing_scripts"] = ",".join(req.all("testing_scripts"))
     _check_commissioning_tests(sim, params["testing_scripts"])
-    lifecycle.commission(sim, m, req.user, params)
-    return raw(machine_json(sim, m))
+    return params
 
 
 def machine_test(sim: Simulator, req: Request) -> Response:
@@ -327,6 +340,7 @@ def _check_commissioning_tests(sim: Simulator, given: str) -> None:
 def machine_deploy(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
+    options = allocation_options(req)
     given = req.get("distro_series") or sim.config["default_distro_series"]
     series = given.split("/")[-1]
     available = {
@@ -349,12 +363,53 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
             "distro_series": series,
             "user_data": served_user_data(user_data.encode()) if user_data else None,
             "hwe_kernel": req.get("hwe_kernel"),
-            "enable_hw_sync": req.flag("enable_hw_sync"),
+            "enable_hw_sync": options["enable_hw_sync"],
             "agent_name": req.data.get("agent_name", [""])[0],
             "comment": req.get("comment"),
         },
     )
     return raw(machine_json(sim, m))
+
+
+ALLOCATION_FLAGS = (
+    "install_rackd",
+    "install_kvm",
+    "register_vmhost",
+    "ephemeral_deploy",
+    "bridge_all",
+    "bridge_stp",
+    "enable_hw_sync",
+)
+BRIDGE_TYPES = ("standard", "ovs")
+
+
+def allocation_options(req: Request) -> dict[str, Any]:
+    """``get_allocation_options``: the body's flags are formencode ``StringBool``s (``0`` is
+    false, ``maybe`` a 400 ``Invalid <name>: …``), ``bridge_fd`` an ``Int``, ``bridge_type`` a
+    choice, all read before the machine's state is looked at. Only ``enable_hw_sync`` changes
+    what the simulator does (docs/simulator.md, "What is deliberately not simulated")."""
+    options: dict[str, Any] = {name: string_bool(req.form, name) for name in ALLOCATION_FLAGS[:4]}
+    bridge_type = form_data(req).get("bridge_type", "standard")
+    if bridge_type not in BRIDGE_TYPES:
+        # MAAS raises compose_invalid_choice_text's template itself: "%(value)s" stays unfilled
+        raise invalid(
+            {
+                "bridge_type": [
+                    "'%(value)s' is not a valid bridge_type.  It should be one of: "
+                    "'standard', 'ovs'."
+                ]
+            }
+        )
+    options["bridge_all"] = string_bool(req.form, "bridge_all")
+    options["bridge_stp"] = string_bool(req.form, "bridge_stp")
+    fd = req.form.get("bridge_fd")
+    if fd and fd[-1]:
+        try:
+            int(fd[-1])
+        except ValueError as exc:
+            raise ApiError(400, "Invalid bridge_fd: Please enter an integer value") from exc
+    options["enable_hw_sync"] = string_bool(req.form, "enable_hw_sync")
+    return options
 
 
 UBUNTU_VERSIONS = {  # release titles sort by version

@@ -16,7 +16,7 @@ from maas_simulator.model import Simulator
 from maas_simulator.nodes import Node, ScriptResult, ScriptSet
 from maas_simulator.render import filter_results, script_json, script_set_json
 from maas_simulator.scripts import Script, translate_script_type
-from maas_simulator.wire import Request, Response, node_or_404
+from maas_simulator.wire import Request, Response, any_value, node_or_404
 
 CURRENT = {"current-commissioning": 0, "current-testing": 2, "current-installation": 1}
 BINARY = re.compile(r".+\.tar(\..+)?")
@@ -63,7 +63,7 @@ def scripts_list(sim: Simulator, req: Request) -> Any:
     filters = _filters(req)
     if filters is not None:
         scripts = [s for s in scripts if s.name in filters or set(filters) & set(s.tags)]
-    include = _query(req, "include_script") is not None
+    include = any_value(req.query, "include_script")
     return [script_json(s, include) for s in scripts]
 
 
@@ -75,7 +75,7 @@ def _script(sim: Simulator, req: Request) -> Script:
 
 
 def script_read(sim: Simulator, req: Request) -> Any:
-    return script_json(_script(sim, req), _query(req, "include_script") is not None)
+    return script_json(_script(sim, req), any_value(req.query, "include_script"))
 
 
 def script_download(sim: Simulator, req: Request) -> Response:
@@ -109,7 +109,7 @@ def results_list(sim: Simulator, req: Request) -> Any:
     node = node_or_404(sim, req)
     kind = _query(req, "type")
     wanted = _result_type(kind) if kind is not None else None
-    include = _query(req, "include_output") is not None
+    include = any_value(req.query, "include_output")
     filters, hardware_type = _filters(req), _hardware_type(req)
     return [
         script_set_json(node, ss, include, filters, hardware_type)
@@ -141,7 +141,7 @@ def _script_set(sim: Simulator, req: Request) -> tuple[Node, ScriptSet]:
 
 def results_read(sim: Simulator, req: Request) -> Any:
     node, ss = _script_set(sim, req)
-    include = _query(req, "include_output") is not None
+    include = any_value(req.query, "include_output")
     return script_set_json(node, ss, include, _filters(req), _hardware_type(req))
 
 

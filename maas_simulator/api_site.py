@@ -250,7 +250,8 @@ def events_query(sim: Simulator, req: Request) -> Any:
     before = int_param(req, "before", None)
     level = req.get("level") or "INFO"
     limit = int_param(req, "limit", 100)
-    assert limit is not None
+    if limit is None:  # ``limit=``: formencode's None meets MAAS's ``limit > 1000``
+        raise ApiError(500, "'>' not supported between instances of 'NoneType' and 'int'")
     if limit > 1000:
         raise ApiError(400, f"Requested number of events {limit} is greater than limit: 1000")
     limit = max(limit, 1)

@@ -23,8 +23,6 @@ from maas_simulator.nodes import Machine, Node
 from maas_simulator.users import Token, User
 
 S = NodeStatus
-TRUE = {"1", "true", "yes", "on"}
-FALSE = {"0", "false", "no", "off", ""}
 MAC = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$", re.IGNORECASE)
 OAUTH_PARAMS = (
     "oauth_consumer_key",
@@ -58,9 +56,6 @@ class Request:
 
     def all(self, name: str) -> list[str]:
         return self.query.get(name, []) + self.form.get(name, [])
-
-    def flag(self, name: str) -> bool:
-        return (self.get(name) or "").strip().lower() in TRUE
 
     @property
     def data(self) -> dict[str, list[str]]:
@@ -280,10 +275,6 @@ def deleted() -> Response:
     return Response(204, b"", "text/plain; charset=utf-8")
 
 
-def bool_field(value: str | None) -> bool:
-    return (value or "").strip().lower() in TRUE
-
-
 def mandatory(req: Request, name: str, source: dict[str, list[str]] | None = None) -> str:
     """``get_mandatory_param``: a missing parameter is a 400 ``No provided <name>!``."""
     values = (source if source is not None else req.data).get(name)
@@ -293,10 +284,13 @@ def mandatory(req: Request, name: str, source: dict[str, list[str]] | None = Non
 
 
 def int_param(req: Request, name: str, default: int | None) -> int | None:
-    """``get_optional_param(..., Int)``: a non-integer is a 400 with formencode's text."""
+    """``get_optional_param(..., Int)``: absent → the default; empty → None (formencode's empty
+    value, not the default); a non-integer is a 400 with formencode's text."""
     value = req.get(name)
-    if value is None or value == "":
+    if value is None:
         return default
+    if value.strip() == "":
+        return None
     try:
         return int(value)
     except ValueError as exc:
@@ -318,14 +312,47 @@ REQUIRED = "This field is required."
 
 
 def form_data(req: Request) -> dict[str, str]:
-    """A form's view of the body: the first value of each field."""
-    return {k: v[0] for k, v in req.data.items() if v}
+    """A form's view of the body: the last value of each field, as ``QueryDict.get`` gives
+    it to a single-valued field."""
+    return {k: v[-1] for k, v in req.data.items() if v}
+
+
+# How MAAS 3.5 reads a boolean depends on the parser of that one field (docs/maas-api.md §3.7,
+# "How MAAS reads each field"); the same text means different things in each.
 
 
 def checkbox(value: str) -> bool:
     """``BooleanField`` (``CheckboxInput``): only "false" (any case) and "" are false; "0" is
     true, as Django reads it."""
     return value.lower() not in ("false", "")
+
+
+STRING_BOOL_TRUE = ("true", "t", "yes", "y", "on", "1")
+STRING_BOOL_FALSE = ("false", "f", "no", "n", "off", "0")
+
+
+def string_bool(source: dict[str, list[str]], name: str, default: bool = False) -> bool:
+    """``get_optional_param(source, name, default, StringBool)`` (formencode): absent → the
+    default; ``true t yes y on 1`` (any case, stripped) → true; ``false f no n off 0`` and the
+    empty string → false; anything else → 400 ``Invalid <name>: Value should be 'true' or
+    'false'``. ``source`` is what the handler reads (``request.POST``: the body; ``request.GET``:
+    the query string)."""
+    values = source.get(name)
+    if not values:
+        return default
+    value = values[-1].strip().lower()
+    if value in STRING_BOOL_TRUE:
+        return True
+    if not value or value in STRING_BOOL_FALSE:
+        return False
+    raise ApiError(400, f"Invalid {name}: Value should be 'true' or 'false'")
+
+
+def any_value(source: dict[str, list[str]], name: str) -> bool:
+    """``get_optional_param(source, name, False, Bool)`` (formencode ``Bool``): any non-empty
+    value is true, ``0`` and ``false`` included; absent or empty is false."""
+    values = source.get(name)
+    return bool(values and values[-1])
 
 
 def null_boolean(value: str | None) -> bool | None:
