@@ -100,7 +100,14 @@ RESOURCES = [
         f"{P}package-repositories/{{id}}/",
         [A("read", "GET", None, site.package_repository_read)],
     ),
-    Resource("MaasHandler", f"{P}maas/", [A("get_config", "GET", "get_config", site.get_config)]),
+    Resource(
+        "MaasHandler",
+        f"{P}maas/",
+        [
+            A("get_config", "GET", "get_config", site.get_config),
+            A("set_config", "POST", "set_config", site.set_config, admin=True),
+        ],
+    ),
     Resource(
         "BootResourcesHandler",
         f"{P}boot-resources/",
@@ -230,6 +237,7 @@ RESOURCES = [
             ),
             A("allocate", "POST", "allocate", mach.machines_allocate),
             A("release", "POST", "release", mach.machines_release),
+            A("list_allocated", "GET", "list_allocated", mach.machines_list_allocated),
         ],
         anon_name="AnonMachinesHandler",
     ),

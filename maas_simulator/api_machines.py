@@ -9,6 +9,7 @@ import binascii
 import contextlib
 import hashlib
 import json
+import re
 import struct
 from typing import Any
 from xml.sax.saxutils import escape
@@ -29,6 +30,7 @@ from maas_simulator.wire import (
     Request,
     Response,
     checkbox,
+    deleted,
     form_data,
     has_perm,
     invalid_choice,
@@ -103,7 +105,9 @@ def machines_create(sim: Simulator, req: Request) -> Response:
                 f"MAC address {mac} already in use on {in_use[mac]}."
             )
     hostname = req.get("hostname")
-    if (
+    if hostname and (problem := hostname_problem(hostname)):
+        errors["hostname"] = [problem]
+    elif (
         hostname
         and not sim.allow_duplicate_hostnames
         and any(m.hostname == hostname for m in sim.machines.values())
@@ -112,7 +116,13 @@ def machines_create(sim: Simulator, req: Request) -> Response:
     try:
         power_type, power = _power(req, None) or ("", {})
     except ApiError as exc:
+        if not exc.json_body:
+            raise
         errors.update(exc.body)
+    if power_type not in ("", "ipmi") and "mac_addresses" in errors:  # MachineForm.clean
+        errors.setdefault("power_type", []).append(
+            f"Can't set power type to {power_type} without network interfaces"
+        )
     if errors:
         raise invalid(errors)
     assert req.user is not None
@@ -124,6 +134,7 @@ def machines_create(sim: Simulator, req: Request) -> Response:
         architecture=arch,
         discovered=False,  # commissioning finds the hardware
     )
+    m.power_state = "unknown"  # no power action or query has run yet
     if req.user.is_superuser and commission and not deployed:
         # The same body goes through CommissionForm (its flags are checkboxes); MAAS ignores
         # errors of this implicit commissioning (LP:1600328)
@@ -131,6 +142,29 @@ def machines_create(sim: Simulator, req: Request) -> Response:
             params = commission_form(sim, req)
             lifecycle.commission(sim, m, req.user, params)
     return raw(machine_json(sim, m))
+
+
+HOST_LABEL = re.compile(r"[a-zA-Z0-9-]*$")
+
+
+def hostname_problem(hostname: str) -> str | None:
+    """``validate_hostname``: what is wrong with a hostname (RFCs 952 and 1123 as MAAS reads
+    them), or None."""
+    if len(hostname) > 255:
+        return "Hostname is too long.  Maximum allowed is 255 characters."
+    host = hostname.split(".")[0]
+    if "_" in host:
+        return f"Host label cannot contain underscore: {host!r}."
+    for label in hostname.split("."):
+        if not label:
+            return "DNS name contains an empty label."
+        if len(label) > 63:
+            return f"Label is too long: {label!r}.  Maximum allowed is 63 characters."
+        if label.startswith("-") or label.endswith("-"):
+            return f"Label cannot start or end with hyphen: {label!r}."
+        if not HOST_LABEL.match(label):
+            return f"Label contains disallowed characters: {label!r}."
+    return None
 
 
 def _is_registered(sim: Simulator, req: Request, ignore: set[NodeStatus]) -> bool:
@@ -162,6 +196,25 @@ def machines_enlist(sim: Simulator, req: Request) -> Response:
     macs = [m.lower() for m in req.all("mac_addresses")]
     m = sim.add_machine(hostname=req.get("hostname"), mac_addresses=macs or None)
     return raw(anon_machine_json(sim, m))
+
+
+def machines_list_allocated(sim: Simulator, req: Request) -> Response:
+    """``op=list_allocated``: the machines allocated with the caller's token and still held
+    (``get_allocated_visible_machines``; a deploy from Ready allocates with no token)."""
+    token = req.token.token_key if req.token is not None else None
+    owned = [
+        machine_json(sim, m)
+        for sid in sim.order
+        if (m := sim.machines.get(sid)) is not None and m.owner is not None and m.token == token
+    ]
+    return Response(200, [b"[", *_joined(owned), b"]"])
+
+
+def _joined(chunks: list[bytes]) -> list[bytes]:
+    out: list[bytes] = []
+    for n, chunk in enumerate(chunks):
+        out += [b",", chunk] if n else [chunk]
+    return out
 
 
 def machines_power_parameters(sim: Simulator, req: Request) -> Any:
@@ -204,6 +257,7 @@ def machines_allocate(sim: Simulator, req: Request) -> Response:
         lifecycle.acquire(
             sim, m, user, req.data.get("agent_name", [""])[0], req.get("comment") or ""
         )
+        m.token = req.token.token_key if req.token is not None else None
     data = json.loads(machine_json(sim, m))
     by_type: dict[str, Any] = {}
     storage = form.storage_match(m) if form.storage is not None else {}
@@ -265,6 +319,9 @@ def machine_read(sim: Simulator, req: Request) -> Response:
 def machine_update(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     power = _power(req, m)  # checked before anything is saved
+    hostname = req.get("hostname")
+    if hostname and (problem := hostname_problem(hostname)):
+        raise invalid({"hostname": [problem]})
     if req.get("hostname"):
         m.hostname = req.get("hostname") or m.hostname
     if power is not None:
@@ -279,7 +336,7 @@ def machine_delete(sim: Simulator, req: Request) -> Response:
     for iface in m.interfaces:
         clear_links(sim.net, iface)  # its addresses go back to their subnets
     del sim.machines[m.system_id]
-    return Response(204, b"", content_type="text/plain; charset=utf-8")
+    return deleted()
 
 
 def machine_commission(sim: Simulator, req: Request) -> Response:
@@ -354,6 +411,7 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
         raise ApiError(
             400, f"Deployment operating system ubuntu/{series} is unavailable for {m.architecture}."
         )
+    kernel = deploy_kernel(sim, m, series, req.get("hwe_kernel"))
     user_data = req.get("user_data")
     lifecycle.deploy(
         sim,
@@ -362,7 +420,7 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
         {
             "distro_series": series,
             "user_data": served_user_data(user_data.encode()) if user_data else None,
-            "hwe_kernel": req.get("hwe_kernel"),
+            "hwe_kernel": kernel,
             "enable_hw_sync": options["enable_hw_sync"],
             "agent_name": req.data.get("agent_name", [""])[0],
             "comment": req.get("comment"),
@@ -410,6 +468,30 @@ def allocation_options(req: Request) -> dict[str, Any]:
             raise ApiError(400, "Invalid bridge_fd: Please enter an integer value") from exc
     options["enable_hw_sync"] = string_bool(req.form, "enable_hw_sync")
     return options
+
+
+def deploy_kernel(sim: Simulator, m: Machine, series: str, given: str | None) -> str:
+    """``validate_hwe_kernel``: the kernel asked for must be one the series' images offer for
+    the machine's architecture; none asked for is the series' GA kernel (what MAAS shows as
+    ``hwe_kernel`` once the deploy starts, recorded against MAAS 3.5.10)."""
+    arch = m.architecture.split("/")[0]
+    kernels = [
+        b.architecture.split("/")[-1]
+        for b in sim.boot_resources
+        if b.name.split("/")[-1] == series and b.architecture.split("/")[0] == arch
+    ]
+    if given:
+        if given not in kernels:
+            raise invalid(
+                {
+                    "hwe_kernel": [
+                        f"{given} is not available for ubuntu/{series} on {m.architecture}."
+                    ]
+                }
+            )
+        return given
+    ga = f"ga-{UBUNTU_VERSIONS.get(series, series)}"
+    return ga if ga in kernels or not kernels else sorted(kernels)[0]
 
 
 UBUNTU_VERSIONS = {  # release titles sort by version

@@ -55,8 +55,19 @@ def whoami(sim: Simulator, req: Request) -> Any:
     return user_json(req.user)
 
 
+# The region's own worker user (``get_worker_user``), created with the region: listed first,
+# never an API user (recorded against MAAS 3.5.10)
+WORKER_USER = {
+    "username": "MAAS",
+    "email": "maas@localhost",
+    "is_local": True,
+    "is_superuser": True,
+    "resource_uri": "/MAAS/api/2.0/users/MAAS/",
+}
+
+
 def users_list(sim: Simulator, req: Request) -> Any:
-    return [user_json(u) for u in sim.users.values()]
+    return [WORKER_USER, *(user_json(u) for u in sim.users.values())]
 
 
 def list_tokens(sim: Simulator, req: Request) -> Response:
@@ -205,10 +216,41 @@ def get_config(sim: Simulator, req: Request) -> Any:
         raise ApiError(400, "No provided name!")
     if name not in sim.config:
         valid = ", ".join(sorted(sim.config))
+        raise ApiError(
+            400,
+            {name: [f"{name} is not a valid config setting (valid settings are: {valid})."]},
+            json_body=True,
+            content_type="application/json",
+        )
+    # the handler answers HttpResponse(json.dumps(value), content_type="application/json")
+    return Response(200, json.dumps(sim.config[name]).encode(), "application/json")
+
+
+UBUNTU_TITLES = {
+    "jammy": "Ubuntu 22.04 LTS",
+    "noble": "Ubuntu 24.04 LTS",
+    "focal": "Ubuntu 20.04 LTS",
+}
+
+
+def set_config(sim: Simulator, req: Request) -> Response:
+    """``op=set_config`` (admin): ``name`` and ``value`` of a setting the simulator knows; the
+    value is kept as sent (a string), except the booleans and numbers its default has."""
+    name = mandatory(req, "name")
+    value = req.data.get("value", [""])[0]
+    if name not in sim.config:
+        valid = ", ".join(sorted(sim.config))
         raise invalid(
             {name: [f"{name} is not a valid config setting (valid settings are: {valid})."]}
         )
-    return sim.config[name]
+    current = sim.config[name]
+    if isinstance(current, bool):
+        sim.config[name] = value.strip().lower() in ("true", "1", "yes", "on")
+    elif isinstance(current, int) and value.strip().lstrip("-").isdigit():
+        sim.config[name] = int(value)
+    else:
+        sim.config[name] = value
+    return Response(200, b"OK", "text/plain; charset=utf-8")
 
 
 def boot_resources(sim: Simulator, req: Request) -> Any:
@@ -220,6 +262,10 @@ def boot_resources(sim: Simulator, req: Request) -> Any:
             "architecture": b.architecture,
             "resource_uri": f"{API_PREFIX}boot-resources/{b.id}/",
             "last_deployed": None,
+            "title": UBUNTU_TITLES.get(b.name.split("/")[-1], b.name),
+            "platform": "generic",
+            "subarches": f"generic,{b.architecture.split('/')[-1]}",
+            "supported_platforms": "generic",
         }
         for b in sim.boot_resources
     ]

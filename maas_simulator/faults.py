@@ -57,6 +57,8 @@ class MachineFaults:
     nic_slow: dict[str, int] = field(default_factory=dict)  # NIC name → negotiated Mbit/s
     script_fails: list[str] = field(default_factory=list)  # testing scripts that exit 1
     script_hangs: list[str] = field(default_factory=list)  # testing scripts that never report
+    # what testing scripts print, by name: such a script fetches no URL (the node side as played)
+    script_outputs: dict[str, str] = field(default_factory=dict)
     gpu_lost_after_deploy: int = 0  # the first hardware sync after deploy finds fewer GPUs
     hw_sync_stops: bool = False  # no hardware sync after deploy's first stamp
     erase_fails: list[str] = field(default_factory=list)  # disks (kernel names) wipe-disks fails
@@ -75,6 +77,10 @@ class MachineFaults:
             isinstance(v, int) and v >= 0 for v in fault.nic_slow.values()
         ):
             raise ValueError("machine fault nic_slow maps NIC names to Mbit/s")
+        if not isinstance(fault.script_outputs, dict) or not all(
+            isinstance(v, str) for v in fault.script_outputs.values()
+        ):
+            raise ValueError("machine fault script_outputs maps script names to their output")
         for name in ("script_fails", "script_hangs", "erase_fails"):
             value = getattr(fault, name)
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

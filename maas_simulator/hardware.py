@@ -88,6 +88,7 @@ class NicSpec:
     numa_node: int = 0
     sriov_max_vf: int = 0
     pci_address: str | None = None  # None: given by the machine's slot layout
+    name: str | None = None  # the name the machine's OS gives the port (commissioning reads it)
 
     @property
     def rated(self) -> int:

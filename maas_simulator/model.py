@@ -50,7 +50,13 @@ from maas_simulator.nodes import (
 )
 from maas_simulator.scripts import TESTING, Catalogue, Script
 from maas_simulator.scriptsets import ParameterErrors, clean_old, new_results, select
-from maas_simulator.storage import BlockDevice, LayoutError, LayoutFieldsError, new_uuid_factory
+from maas_simulator.storage import (
+    BlockDevice,
+    LayoutError,
+    LayoutFieldsError,
+    MiB,
+    new_uuid_factory,
+)
 from maas_simulator.users import LEVELS, Event, SSHKey, User
 
 S = NodeStatus
@@ -140,6 +146,24 @@ class Simulator:
             "hardware_sync_interval": "15m",
             "maas_name": "maas-sim",
             "default_storage_layout": "flat",
+            # MAAS 3.5's defaults (recorded against MAAS 3.5.10's get_config)
+            "default_min_hwe_kernel": "",
+            "enable_third_party_drivers": True,
+            "max_node_installation_results": 3,
+            "max_node_release_results": 3,
+            "max_node_commissioning_results": 10,
+            "max_node_testing_results": 10,
+            "ntp_servers": "ntp.ubuntu.com",
+            "http_proxy": None,
+            "kernel_opts": None,
+            "enable_analytics": True,
+            "network_discovery": "enabled",
+            "completed_intro": False,
+            "boot_images_auto_import": True,
+            "upstream_dns": None,
+            "release_notifications": True,
+            "curtin_verbose": True,
+            "enlist_commissioning": True,
         }
         self._ids = itertools.count(1)
         self._device_ids = itertools.count(1)  # node devices: a table of their own in MAAS
@@ -413,8 +437,11 @@ class Simulator:
             self.add_interfaces(m, self._default_nics(n, mac_addresses))
         if discovered or status not in (S.NEW, S.COMMISSIONING, S.FAILED_COMMISSIONING):
             self.discover(m)
-        else:  # MAAS knows the MACs it was given, nothing of the NICs behind them
-            for iface in m.interfaces:
+        else:  # MAAS knows the MACs it was given, nothing of the NICs behind them: it names
+            # them eth0, eth1, … until commissioning reads the names the machine's OS gives them
+            for i, iface in enumerate(m.interfaces):
+                m.hardware.nics[iface.mac_address].name = iface.name
+                iface.name = f"eth{i}"
                 iface.vendor = iface.product = iface.firmware_version = None
                 iface.interface_speed = iface.link_speed = 0
         if status not in (S.NEW, S.COMMISSIONING, S.FAILED_COMMISSIONING):
@@ -485,16 +512,24 @@ class Simulator:
             if isinstance(node, Machine):
                 node.hardware.nics[iface.mac_address] = nic
 
-    def discover(self, m: Machine, *, storage: bool = True) -> list[Change]:
+    def discover(
+        self, m: Machine, *, storage: bool = True, networking: bool = True
+    ) -> list[Change]:
         """What commissioning (or enlistment) tells MAAS: CPUs, memory, disks (not with
         ``skip_storage``, whose hook leaves the block devices alone), NUMA nodes,
-        ``hardware_info``, the NICs' attributes and the VLAN each connected NIC is on (a new
-        fabric for a network MAAS does not know), and the node devices (returns what changed
-        among them)."""
+        ``hardware_info``, the NICs' names and attributes and the VLAN each connected NIC is on
+        (a new fabric for a network MAAS does not know; not with ``skip_networking``, whose
+        hook leaves the interfaces alone), and the node devices (returns what changed among
+        them)."""
         m.cpu_count, m.memory = m.hardware.cpu_count, m.hardware.memory
+        m.bios_boot_method = m.hardware.bios_boot_method
+        m.storage.uefi = m.bios_boot_method == "uefi"
         if storage:
             self._discover_disks(m)
-        changes = read_hardware(m, self.new_device_id)
+        changes = read_hardware(m, self.new_device_id, networking=networking)
+        if not networking:
+            m.touch(self.now())
+            return changes
         for iface in m.interfaces:
             iface.link_connected = iface.connected
             if iface.connected and iface.cable_vlan_id is None:
@@ -526,6 +561,8 @@ class Simulator:
             device.firmware_version = spec.get("firmware_version")
             device.numa_node = int(spec.get("numa_node", 0))
             device.tags = sorted(set(device.tags) | set(spec.get("tags") or []))
+            amd64_bios = m.architecture.startswith("amd64") and not m.storage.uefi
+            device.bios_grub = MiB if amd64_bios else 0
             devices.append(device)
         if known:  # a disk is gone: its configuration goes with it
             m.storage.clear()

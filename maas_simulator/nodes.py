@@ -131,6 +131,7 @@ class Hardware:
     info: HardwareInfo = field(default_factory=HardwareInfo)
     nics: dict[str, NicSpec] = field(default_factory=dict)  # by MAC address
     gpus_lost: int = 0  # GPUs that fell off the bus since (gpu_lost_after_deploy)
+    bios_boot_method: str | None = "uefi"  # what the firmware reports (None: nothing)
 
 
 @dataclass
@@ -145,9 +146,11 @@ class Machine:
     power_state: str = "off"
     owner: str | None = None
     agent_name: str = ""
+    token: str | None = None  # the API token that allocated it (op=allocate), for list_allocated
     osystem: str = ""
     distro_series: str = ""
     hwe_kernel: str | None = None
+    bios_boot_method: str | None = None  # as commissioning read it
     error_description: str = ""
     interfaces: list[Interface] = field(default_factory=list)
     hardware: Hardware = field(default_factory=Hardware)

@@ -109,7 +109,8 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         "error_description": m.error_description,
         "netboot": m.netboot,
         "power_type": m.power_type,
-        "power_state": m.power_state,
+        # a manual power driver can neither act nor query: MAAS never learns a state
+        "power_state": "unknown" if m.power_type == "manual" else m.power_state,
         "tag_names": sorted(m.tags),
         "address_ttl": None,
         "ip_addresses": ips,
@@ -134,7 +135,7 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         "current_installation_result_id": current_set_id(m, 1),
         "hardware_info": m.hardware_info or dict(UNKNOWN_HARDWARE_INFO),
         "numanode_set": numanode_set(m),
-        "bios_boot_method": "uefi",
+        "bios_boot_method": m.bios_boot_method,
         "last_sync": iso_ms(m.last_sync),
         "next_sync": iso_ms(next_sync),
         "sync_interval": m.sync_interval,

@@ -18,9 +18,9 @@ from maas_simulator.faults import MachineFaults, RequestFault
 from maas_simulator.hardware import HARDWARE_INFO_KEYS, GpuSpec, HardwareInfo
 from maas_simulator.interface_forms import create_bond
 from maas_simulator.interfaces import Link
-from maas_simulator.model import IP_HOLDING_STATUSES, Simulator
+from maas_simulator.model import IP_HOLDING_STATUSES, Simulator, nic_spec
 from maas_simulator.network import Domain, IPRange, Pool, Space, StaticRoute, Subnet, Tag, Zone
-from maas_simulator.nodes import BootResource, Device, Hardware, Machine
+from maas_simulator.nodes import BootResource, Device, Hardware, Machine, default_disks
 from maas_simulator.site_forms import ip_range_form
 from maas_simulator.storage import LAYOUTS
 from maas_simulator.users import SSHKey, User
@@ -223,6 +223,7 @@ def _hardware(spec: dict[str, Any], hostname: str) -> Hardware:
         nvswitches=nvswitches,
         numa_nodes=numa,
         info=HardwareInfo({k: str(v) for k, v in info.items()}),
+        bios_boot_method=spec.get("bios_boot_method", "uefi"),
     )
 
 
@@ -295,6 +296,44 @@ def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
         taken.add(m.hostname)
         added.append(m.system_id)
     return added
+
+
+HARDWARE_FIELDS = {
+    "bios_boot_method",
+    "cpu_count",
+    "memory",
+    "numa_nodes",
+    "gpus",
+    "bmc_vga",
+    "nvswitches",
+    "hardware_info",
+    "disks",
+    "interfaces",
+}
+
+
+def set_hardware(sim: Simulator, m: Machine, spec: dict[str, Any]) -> None:
+    """What the box behind a machine really has (the scenario's hardware keys; ``interfaces``
+    give NIC hardware by ``mac_address``, ``name`` included: the name its OS reports). MAAS
+    learns it at the next commissioning, as it learns a real box's (the control endpoint's
+    ``machines/{sid}/hardware``; the corpus replay plays the recorded node's facts with it)."""
+    _check_keys(spec, HARDWARE_FIELDS, "hardware")
+    numa = int(spec.get("numa_nodes", m.hardware.numa_nodes))
+    nics = dict(m.hardware.nics)
+    by_mac = {i.mac_address: i for i in m.interfaces if i.type == "physical"}
+    for iface in spec.get("interfaces") or []:
+        _check_keys(iface, INTERFACE_FIELDS, "interface")
+        mac = str(iface.get("mac_address", "")).lower()
+        if mac not in by_mac:
+            raise ValueError(f"machine {m.hostname!r} has no NIC {mac!r}")
+        _check_nic({**iface, "name": iface.get("name", by_mac[mac].name)}, m.hostname, numa)
+        nics[mac] = nic_spec(iface)
+        nics[mac].name = iface.get("name")
+    hardware = _hardware({k: v for k, v in spec.items() if k != "interfaces"}, m.hostname)
+    hardware.nics = nics
+    if hardware.disks is None:
+        hardware.disks = m.hardware.disks or default_disks(sim.order.index(m.system_id) + 1)
+    m.hardware = hardware
 
 
 def _add_bond(sim: Simulator, m: Machine, spec: dict[str, Any]) -> None:

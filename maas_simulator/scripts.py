@@ -34,7 +34,14 @@ SCRIPT_TYPE_NAMES = {
     TESTING: "Testing script",
     RELEASE: "Release script",
 }
-PARALLEL_NAMES = {0: "Disabled", 1: "Instance", 2: "Any"}
+# SCRIPT_PARALLEL_CHOICES' labels (what ``parallel_name`` shows, recorded against MAAS 3.5.10), and
+# the metadata words a script's text uses for them
+PARALLEL_NAMES = {
+    0: "Disabled",
+    1: "Run along other instances of this script",
+    2: "Run along any other script.",
+}
+PARALLEL_WORDS = {0: "disabled", 1: "instance", 2: "any"}
 PARAMETER_TYPES = (
     "boolean",
     "choice",
@@ -131,7 +138,7 @@ class Script:
             "tags": self.tags,
             "script_type": {0: "commissioning", 2: "testing", 3: "release"}[self.type],
             "hardware_type": HARDWARE_TYPES[self.hardware_type][0].lower(),
-            "parallel": PARALLEL_NAMES[self.parallel].lower(),
+            "parallel": PARALLEL_WORDS[self.parallel],
             "timeout": duration(self.timeout),
             "destructive": self.destructive,
         }
@@ -183,8 +190,17 @@ FIO_RESULTS = {
     for op in ("read", "write")
     for iops in ("", "_iops")
 }
-SEVEN_Z_RESULTS = {
-    f"{what}_{kind}_mips": {"title": f"{what.capitalize()} {kind.upper()} MIPS"}
+SEVEN_Z_RESULTS = {  # the 7z script's metadata (recorded against MAAS 3.5.10)
+    f"{what}_{kind}_mips": {
+        "title": f"{what.capitalize()} {'RU' if kind == 'ru' else 'Rating'} MIPS",
+        "description": (
+            f"{what.capitalize()} rating normalized for 100% of CPU usage. This shows the "
+            "performance of one average CPU thread.\n"
+            if kind == "ru"
+            else f"{what.capitalize()} rating for CPU usage. This shows the performance of all "
+            "CPU threads combined.\n"
+        ),
+    }
     for what in ("compression", "decompression")
     for kind in ("ru", "rating")
 }
@@ -205,7 +221,7 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": STORAGE,
         "parallel": 1,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "smartmontools"},
+        "packages": {"apt": ["smartmontools"]},
         "timeout": 300,
     },
     {
@@ -215,7 +231,7 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": STORAGE,
         "parallel": 1,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "smartmontools"},
+        "packages": {"apt": ["smartmontools"]},
         "timeout": 600,
     },
     {
@@ -225,7 +241,7 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": STORAGE,
         "parallel": 1,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "smartmontools"},
+        "packages": {"apt": ["smartmontools"]},
     },
     {
         "name": "smartctl-conveyance",
@@ -234,21 +250,21 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": STORAGE,
         "parallel": 1,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "smartmontools"},
+        "packages": {"apt": ["smartmontools"]},
     },
     {
         "name": "memtester",
         "title": "Memory integrity",
         "description": "Run memtester against all available userspace memory.",
         "hardware_type": MEMORY,
-        "packages": {"apt": "memtester"},
+        "packages": {"apt": ["memtester"]},
     },
     {
         "name": "stress-ng-cpu-long",
         "title": "CPU validation",
         "description": "Run stress-ng memory tests for 12 hours.",
         "hardware_type": CPU,
-        "packages": {"apt": "stress-ng"},
+        "packages": {"apt": ["stress-ng"]},
         "timeout": 14 * 3600,
     },
     {
@@ -256,7 +272,7 @@ BUILTIN: list[dict[str, Any]] = [
         "title": "CPU validation",
         "description": "Run stress-ng memory tests for 5 minutes.",
         "hardware_type": CPU,
-        "packages": {"apt": "stress-ng"},
+        "packages": {"apt": ["stress-ng"]},
         "timeout": 300,
     },
     {
@@ -264,7 +280,7 @@ BUILTIN: list[dict[str, Any]] = [
         "title": "Memory integrity",
         "description": "Run stress-ng memory tests for 12 hours.",
         "hardware_type": MEMORY,
-        "packages": {"apt": "stress-ng"},
+        "packages": {"apt": ["stress-ng"]},
         "timeout": 14 * 3600,
     },
     {
@@ -272,7 +288,7 @@ BUILTIN: list[dict[str, Any]] = [
         "title": "Memory integrity",
         "description": "Run stress-ng memory tests for 5 minutes.",
         "hardware_type": MEMORY,
-        "packages": {"apt": "stress-ng"},
+        "packages": {"apt": ["stress-ng"]},
         "timeout": 300,
     },
     {
@@ -311,7 +327,7 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": CPU,
         "timeout": 300,
         "results": SEVEN_Z_RESULTS,
-        "packages": {"apt": "p7zip-full"},
+        "packages": {"apt": ["p7zip-full"]},
     },
     {
         "name": "fio",
@@ -322,7 +338,7 @@ BUILTIN: list[dict[str, Any]] = [
         "parallel": 1,
         "results": FIO_RESULTS,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "fio"},
+        "packages": {"apt": ["fio"]},
         "destructive": True,
     },
     {
@@ -391,7 +407,10 @@ SCENARIO_FIELDS = {
     "for_hardware",
     "destructive",
     "results",
+    "type",
+    "parallel",
 }
+SCENARIO_TYPES = {"testing": TESTING, "2": TESTING, "release": RELEASE, "3": RELEASE}
 NAME = re.compile(r"^[\w.-]+$")
 
 
@@ -427,7 +446,8 @@ class Catalogue:
         return [s for s in self.scripts.values() if s.type == type_]
 
     def add_testing(self, spec: dict[str, Any], created: float) -> Script:
-        """A testing script from a scenario entry; refusals are ``ValueError``s."""
+        """A testing (or, with ``type: release``, release) script from a scenario entry;
+        refusals are ``ValueError``s."""
         unknown = set(spec) - SCENARIO_FIELDS
         if unknown:
             raise ValueError(f"unknown script fields: {sorted(unknown)}")
@@ -457,9 +477,17 @@ class Catalogue:
                 "system_vendor:, system_product:, system_version:, mainboard_vendor: or "
                 "mainboard_product:"
             )
+        kind_name = str(spec.get("type", "testing")).lower()
+        if kind_name not in SCENARIO_TYPES:
+            raise ValueError(f"script {name!r}: type must be testing or release")
+        parallel = int(spec.get("parallel", 0))
+        if parallel not in (0, 1, 2):
+            raise ValueError(f"script {name!r}: parallel must be 0, 1 or 2")
         return self._add(
             {
                 "name": name,
+                "type": SCENARIO_TYPES[kind_name],
+                "parallel": parallel,
                 "title": str(spec.get("title") or ""),
                 "description": str(spec.get("description") or ""),
                 "tags": [str(t) for t in spec.get("tags") or []],

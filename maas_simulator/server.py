@@ -118,14 +118,21 @@ class Handler(BaseHTTPRequestHandler):
         body: bytes | list[bytes],
         content_type: str,
         headers: dict[str, str] | None = None,
+        *,
+        api_hash: bool = True,
     ) -> None:
         """One answer; a body given as a list of chunks (a machine listing) is written chunk
-        by chunk through the write buffer rather than joined into one large buffer first."""
+        by chunk through the write buffer rather than joined into one large buffer first.
+
+        ``X-MAAS-API-Hash`` is on what piston's resource answers (a handler's result, its 404
+        for an object not found, its 405), not on MAAS's own refusals (400, 401, 403, 409,
+        503), nor on ``describe/`` and the version strings (recorded against MAAS 3.5.10)."""
         chunks = [body] if isinstance(body, bytes) else body
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(sum(map(len, chunks))))
-        self.send_header("X-MAAS-API-Hash", api.API_HASH)
+        if api_hash and (status < 400 or status == 405 or content_type == "text/plain"):
+            self.send_header("X-MAAS-API-Hash", api.API_HASH)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
@@ -141,13 +148,18 @@ class Handler(BaseHTTPRequestHandler):
         if url.path.startswith("/_sim/"):
             return self.control(method, url.path, body)
         if url.path == "/MAAS/api/version/":
-            return self.text(200, "2.0")
+            return self.send(200, b"2.0", "text/plain", api_hash=False)
         if url.path.startswith("/MAAS/api/1.0/"):
-            return self.text(410, "The 1.0 API is no longer available. Please use API version 2.0.")
+            return self.send(
+                410,
+                b"The 1.0 API is no longer available. Please use API version 2.0.",
+                "text/plain",
+                api_hash=False,
+            )
         if url.path == API_PREFIX + "describe/":
             host = self.headers.get("Host") or "127.0.0.1"
             body = json.dumps(api.describe(host), sort_keys=True).encode()
-            return self.send(200, body, "application/json")
+            return self.send(200, body, "application/json", api_hash=False)
         if not url.path.startswith(API_PREFIX):
             return self.text(404, f"Unknown API endpoint: {url.path}.")
         query = parse_qs(url.query, keep_blank_values=True)
@@ -214,13 +226,8 @@ class Handler(BaseHTTPRequestHandler):
                 sim.tick()
                 return api.dispatch(sim, request)
             except ApiError as exc:
-                if exc.json_body:
-                    return api.Response(
-                        exc.status, json.dumps(exc.body).encode(), headers=exc.headers
-                    )
-                return api.Response(
-                    exc.status, str(exc.body).encode(), "text/plain; charset=utf-8", exc.headers
-                )
+                text = json.dumps(exc.body) if exc.json_body else str(exc.body)
+                return api.Response(exc.status, text.encode(), exc.content_type, exc.headers)
             except Exception as exc:  # MAAS answers any other exception with a 500 and its text
                 return api.Response(500, str(exc).encode(), "text/plain; charset=utf-8")
 
@@ -264,6 +271,8 @@ class Handler(BaseHTTPRequestHandler):
                         lifecycle.resume_release(sim, m)
                     if data.get("gpu_lost_after_deploy") == 0:
                         m.hardware.gpus_lost = 0  # the lost GPUs reseated
+                if len(parts) == 3 and parts[2] == "hardware" and method == "POST":
+                    scenario.set_hardware(sim, m, data)
                 if len(parts) == 3 and parts[2] == "status" and method == "POST":
                     sim.start_op(m, "forced")
                     sim.set_status(m, NodeStatus[data["status"].upper()])

@@ -177,9 +177,12 @@ def parse_oauth(header: str) -> dict[str, str] | None:
 
 
 def oauth_error(message: str) -> ApiError:
-    """piston's ``send_oauth_error``: 401 with an OAuth challenge header."""
+    """piston's ``send_oauth_error``: 401 with an OAuth challenge header, as HTML."""
     return ApiError(
-        401, f"Authorization Error: {message}", headers={"WWW-Authenticate": 'OAuth realm="OAuth"'}
+        401,
+        f"Authorization Error: {message}",
+        headers={"WWW-Authenticate": 'OAuth realm="OAuth"'},
+        content_type="text/html; charset=utf-8",
     )
 
 
@@ -272,7 +275,7 @@ def text(status: int, message: str) -> Response:
 
 def deleted() -> Response:
     """piston's ``rc.DELETED``."""
-    return Response(204, b"", "text/plain; charset=utf-8")
+    return Response(204, b"", "text/plain")
 
 
 def mandatory(req: Request, name: str, source: dict[str, list[str]] | None = None) -> str:
