@@ -155,12 +155,22 @@ def interface_update(sim: Simulator, req: Request) -> Any:
     mac = data.get("mac_address")
     if mac is not None:
         mac = mac.lower().replace("-", ":")
-        in_use = any(
-            i.mac_address == mac and i is not iface for n in sim.all_nodes() for i in n.interfaces
+        # PhysicalInterface.clean: a MAC is unique among physical interfaces only; a bond,
+        # bridge or VLAN interface shares its parent's (recorded against MAAS 3.5.10)
+        owner = next(
+            (
+                (i, n)
+                for n in sim.all_nodes()
+                for i in n.interfaces
+                if i.mac_address == mac and i is not iface and i.type == "physical"
+            ),
+            None,
         )
-        if in_use:
+        if owner is not None and iface.type == "physical":
+            other, where = owner
             errors.setdefault("mac_address", []).append(
-                "Interface with this Mac address already exists."
+                f"This MAC address is already in use by {other.name} ({other.type}) on "
+                f"{where.hostname}."
             )
     vlan_id: int | None = iface.vlan_id
     if "vlan" in data:

@@ -9,7 +9,6 @@ import binascii
 import contextlib
 import hashlib
 import json
-import re
 import struct
 from typing import Any
 from xml.sax.saxutils import escape
@@ -33,6 +32,7 @@ from maas_simulator.wire import (
     deleted,
     form_data,
     has_perm,
+    hostname_problem,
     invalid_choice,
     machine_or_404,
     raw,
@@ -142,29 +142,6 @@ def machines_create(sim: Simulator, req: Request) -> Response:
             params = commission_form(sim, req)
             lifecycle.commission(sim, m, req.user, params)
     return raw(machine_json(sim, m))
-
-
-HOST_LABEL = re.compile(r"[a-zA-Z0-9-]*$")
-
-
-def hostname_problem(hostname: str) -> str | None:
-    """``validate_hostname``: what is wrong with a hostname (RFCs 952 and 1123 as MAAS reads
-    them), or None."""
-    if len(hostname) > 255:
-        return "Hostname is too long.  Maximum allowed is 255 characters."
-    host = hostname.split(".")[0]
-    if "_" in host:
-        return f"Host label cannot contain underscore: {host!r}."
-    for label in hostname.split("."):
-        if not label:
-            return "DNS name contains an empty label."
-        if len(label) > 63:
-            return f"Label is too long: {label!r}.  Maximum allowed is 63 characters."
-        if label.startswith("-") or label.endswith("-"):
-            return f"Label cannot start or end with hyphen: {label!r}."
-        if not HOST_LABEL.match(label):
-            return f"Label contains disallowed characters: {label!r}."
-    return None
 
 
 def _is_registered(sim: Simulator, req: Request, ignore: set[NodeStatus]) -> bool:

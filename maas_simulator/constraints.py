@@ -300,7 +300,7 @@ class Filter:
                 self.error(name, f"'{v}' is not a valid MAC address.")
         # valid in either form, but matched as written: the dashed form finds nothing
         # (recorded against MAAS 3.5.10, listings.jsonl step 40)
-        return [v.lower() for v in values]
+        return list(values)
 
     def _clean_storage(self, name: str, values: list[str]) -> str | None:
         value = values[-1] if values else ""

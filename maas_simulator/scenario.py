@@ -43,6 +43,10 @@ DEFAULT_SUBNETS: list[dict[str, Any]] = [
         "gateway_ip": None,
     },
 ]
+# The default site's PXE subnet serves DHCP, so it has the dynamic range MAAS requires for it
+DEFAULT_IP_RANGES: list[dict[str, Any]] = [
+    {"type": "dynamic", "start_ip": "10.20.200.1", "end_ip": "10.20.200.254", "comment": "PXE"}
+]
 DEFAULT_BOOT_RESOURCES = [
     {"name": "ubuntu/jammy", "architecture": "amd64/ga-22.04"},
     {"name": "ubuntu/noble", "architecture": "amd64/ga-24.04"},
@@ -456,7 +460,13 @@ def load_network(sim: Simulator, data: dict[str, Any]) -> None:
                 f"static route {route.id}: gateway {route.gateway_ip} is not on its source subnet"
             )
         net.add_route(route)
-    for spec in data.get("ip_ranges") or []:
+    declared_dhcp = {
+        int(spec["id"]) for spec in data.get("vlans") or [] if spec.get("dhcp_on") is True
+    }
+    ranges = data.get("ip_ranges")
+    if ranges is None and not data.get("subnets"):
+        ranges = DEFAULT_IP_RANGES
+    for spec in ranges or []:
         _check_keys(spec, IP_RANGE_FIELDS, "IP range")
         if spec.get("user") is not None and spec["user"] not in sim.users:
             raise ValueError(f"IP range {spec.get('start_ip')}: unknown user {spec['user']!r}")
@@ -466,6 +476,21 @@ def load_network(sim: Simulator, data: dict[str, Any]) -> None:
         except ApiError as exc:
             raise ValueError(f"IP range {spec.get('start_ip')}: {exc.body}") from exc
         net.add_range(IPRange(max([0, *net.ranges]) + 1, **new))
+    # MAAS serves DHCP on a VLAN only with a dynamic range on one of its subnets (VLANForm's
+    # clean_dhcp_on): a VLAN declared with DHCP and no range is refused; by default it has none
+    for vlan in net.vlans.values():
+        dynamic = any(
+            r.type == "dynamic" and net.subnets[r.subnet_id].vlan_id == vlan.id
+            for r in net.ranges.values()
+            if r.subnet_id in net.subnets
+        )
+        if vlan.dhcp_on and not dynamic:
+            if vlan.id in declared_dhcp:
+                raise ValueError(
+                    f"VLAN {vlan.id}: dhcp can only be turned on when a dynamic IP range is "
+                    "defined (add a dynamic ip_range on one of its subnets)"
+                )
+            vlan.dhcp_on = False
     for i, spec in enumerate(data.get("domains") or [], start=1):
         _check_keys(spec, {"name", "ttl", "authoritative"}, "domain")
         net.domains[i] = Domain(

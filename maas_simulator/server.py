@@ -205,14 +205,6 @@ class Handler(BaseHTTPRequestHandler):
         sim = self.state.sim
         with sim.lock:
             try:
-                # version/ is an OperationsResource without authentication: credentials,
-                # good or bad, are not even looked at.
-                signed = (
-                    None
-                    if path == API_PREFIX + "version/"
-                    else api.authenticate(sim, self.headers.get("Authorization"))
-                )
-                user, token = signed if signed else (None, None)
                 # Django fills request.POST for POST only (piston coerces PUT); a body sent with
                 # GET or DELETE (Drydock does that) is ignored.
                 form = (
@@ -220,9 +212,27 @@ class Handler(BaseHTTPRequestHandler):
                     if method in ("POST", "PUT")
                     else {}
                 )
-                request = api.Request(
-                    method, path, query, form, self.headers.get("Host", ""), user, token=token
+                host = self.headers.get("Host", "")
+                # version/ is an OperationsResource without authentication: credentials,
+                # good or bad, are not even looked at.
+                signed = (
+                    None
+                    if path == API_PREFIX + "version/"
+                    else api.authenticate(
+                        sim,
+                        self.headers.get("Authorization"),
+                        method=method,
+                        url=f"http://{host}{path}",
+                        request_params=[
+                            (k, v)
+                            for source in (query, form)
+                            for k, vs in source.items()
+                            for v in vs
+                        ],
+                    )
                 )
+                user, token = signed if signed else (None, None)
+                request = api.Request(method, path, query, form, host, user, token=token)
                 sim.tick()
                 return api.dispatch(sim, request)
             except ApiError as exc:

@@ -7,6 +7,9 @@ and produces the ``describe/`` document real clients (python-libmaas) build them
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import ipaddress
 import re
 from collections.abc import Callable
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from maas_client.status import NodeStatus
 from maas_simulator.errors import ApiError, invalid
@@ -186,8 +189,18 @@ def oauth_error(message: str) -> ApiError:
     )
 
 
-def authenticate(sim: Simulator, header: str | None) -> tuple[User, Token] | None:
-    """OAuth1 PLAINTEXT as MAAS checks it. Raise 401 with MAAS's texts; None = anonymous.
+def authenticate(
+    sim: Simulator,
+    header: str | None,
+    *,
+    method: str = "GET",
+    url: str = "",
+    request_params: list[tuple[str, str]] | None = None,
+) -> tuple[User, Token] | None:
+    """OAuth1 as MAAS (piston) checks it: PLAINTEXT, or HMAC-SHA1 over the request's base
+    string (``method``, ``url`` as the client addressed it, ``request_params``: the query and
+    the form fields, multipart ones included, as piston takes them from ``request.REQUEST``).
+    Raise 401 with MAAS's texts; None = anonymous.
 
     Every token has its own consumer (``create_auth_token``): the consumer key names the token,
     whose key and secret must then match.
@@ -213,12 +226,44 @@ def authenticate(sim: Simulator, header: str | None) -> tuple[User, Token] | Non
         raise oauth_error(f"'Invalid access token: {params['oauth_token']}'")
     if params.get("oauth_version", "1.0") != "1.0":
         raise oauth_error("'OAuth version must be 1.0'")
-    if (
-        params["oauth_signature_method"] != "PLAINTEXT"
-        or params["oauth_signature"] != f"&{token.token_secret}"
-    ):
+    method_name = params["oauth_signature_method"]
+    if method_name == "HMAC-SHA1":
+        base = signature_base_string(method, url, [*params.items(), *(request_params or [])])
+        key = f"&{escape(token.token_secret)}".encode()
+        expected = base64.b64encode(hmac.new(key, base.encode(), hashlib.sha1).digest()).decode()
+        if not hmac.compare_digest(expected, params["oauth_signature"]):
+            raise oauth_error(f"'Invalid signature. Expected signature base string: {base}'")
+        return user, token
+    if method_name != "PLAINTEXT":
+        raise oauth_error(
+            f"'Signature method {method_name} not supported try one of the following: "
+            "PLAINTEXT, HMAC-SHA1'"
+        )
+    if params["oauth_signature"] != f"&{token.token_secret}":
+        # piston's text quotes the expected signature, the token secret itself: not echoed here
         raise oauth_error("'Invalid signature.'")
     return user, token
+
+
+def escape(value: str) -> str:
+    """OAuth's percent-encoding (RFC 5849 3.6: only unreserved characters stay)."""
+    return quote(value, safe="~")
+
+
+def signature_base_string(method: str, url: str, params: list[tuple[str, str]]) -> str:
+    """RFC 5849 3.4.1: the method, the URL without query (scheme and host lower case, no default
+    port) and every parameter but the signature and the realm, encoded and sorted."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    if port is not None and (parts.scheme, port) not in (("http", 80), ("https", 443)):
+        host = f"{host}:{port}"
+    base_url = f"{parts.scheme.lower()}://{host}{parts.path}"
+    pairs = sorted(
+        (escape(k), escape(v)) for k, v in params if k not in ("oauth_signature", "realm")
+    )
+    normalized = "&".join(f"{k}={v}" for k, v in pairs)
+    return "&".join(escape(x) for x in (method.upper(), base_url, normalized))
 
 
 # -- permissions ----------------------------------------------------------------------------------
@@ -249,6 +294,28 @@ def require(user: User | None, perm: str, node: Node) -> None:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+HOST_LABEL = re.compile(r"[a-zA-Z0-9-]*$")
+
+
+def hostname_problem(hostname: str) -> str | None:
+    """``validate_hostname``: what is wrong with a hostname (RFCs 952 and 1123 as MAAS reads
+    them), or None."""
+    if len(hostname) > 255:
+        return "Hostname is too long.  Maximum allowed is 255 characters."
+    host = hostname.split(".")[0]
+    if "_" in host:
+        return f"Host label cannot contain underscore: {host!r}."
+    for label in hostname.split("."):
+        if not label:
+            return "DNS name contains an empty label."
+        if len(label) > 63:
+            return f"Label is too long: {label!r}.  Maximum allowed is 63 characters."
+        if label.startswith("-") or label.endswith("-"):
+            return f"Label cannot start or end with hyphen: {label!r}."
+        if not HOST_LABEL.match(label):
+            return f"Label contains disallowed characters: {label!r}."
+    return None
 
 
 def machine_or_404(sim: Simulator, req: Request) -> Machine:

@@ -231,6 +231,7 @@ class Ids:
     def text(self, recorded: str) -> str:
         """A recorded text with the recorded ids written as the simulator's."""
         for rec, sim in self.system_ids.items():
+            recorded = recorded.replace(f"%2F{rec}%2F", f"%2F{sim}%2F")  # inside a base string
             recorded = re.sub(rf"\b{re.escape(rec)}\b", sim, recorded)
         for rec, tok in self.tokens.items():
             recorded = recorded.replace(rec, tok["token_key"])
@@ -277,9 +278,9 @@ def learn_events(ids: Ids, rec: list[dict[str, Any]], sim: list[dict[str, Any]])
 
 VOLATILE_TEXT = [
     (re.compile(r"127\.0\.0\.1(%3A|:)\d+"), "HOST"),
-    (re.compile(r"\b\d{9,}(\.\d+)?\b"), "N"),
-    (re.compile(r"nonce[\w.-]*"), "NONCE"),
     (re.compile(r"oauth_(nonce|timestamp|consumer_key|token)%3D[^%&]+"), r"oauth_\1%3DX"),
+    (re.compile(r"\b\d{9,}(\.\d+)?\b"), "N"),
+    (re.compile(r"-nonce[\w.-]*"), "-NONCE"),
 ]
 
 
