@@ -131,12 +131,16 @@ def release(ctx: Ctx) -> Result:
     mode = wf.erase_mode or policy.erase_mode
     if ctx.data.get("erase_failed"):
         return _fallback(ctx, machine)
-    if status == S.DISK_ERASING:
+    # our erase runs as a release script: Releasing while wipe-disks runs (Disk erasing only
+    # for a release whose one script is wipe-disks, which we no longer send)
+    erasing = mode != "none" and (ctx.sent("release") or wf.release_requested)
+    if status == S.DISK_ERASING or (status == S.RELEASING and erasing):
+        # MAAS 3.5 never times a release's scripts out (docs/maas-api.md §4.3): our own clock
         seen = ctx.data.setdefault("erasing_since", timezone.now().isoformat())
         stuck_at = datetime.fromisoformat(seen) + timedelta(seconds=policy.erase_stuck_seconds)
         if timezone.now() >= stuck_at:
             return _erase_failed(
-                ctx, machine, f"Disk erasing for more than {policy.erase_stuck_seconds}s"
+                ctx, machine, f"{status.label} for more than {policy.erase_stuck_seconds}s"
             )
         left = (stuck_at - timezone.now()).total_seconds() + 1
         return Wait("erasing disks", sid, int(status), min(POLL, left))
@@ -145,6 +149,17 @@ def release(ctx: Ctx) -> Result:
     if status == S.FAILED_DISK_ERASING:
         return _erase_failed(ctx, machine, machine.status_message or machine.status_name)
     if status == S.FAILED_RELEASING and ctx.sent("release"):
+        if erasing:  # wipe-disks failed, or the release after it: the evidence tells which
+            report = _erase_evidence(ctx, mode)
+            ctx.save_now(erase_evidence=report)
+            if not report["erased"]:
+                return _erase_failed(ctx, machine, _why(machine))
+            return Fail(
+                "release_failed",
+                f"every disk was erased (evidence kept) but MAAS could not finish the release: "
+                f"{_why(machine)}",
+                updates={"erased": True},
+            )
         return Fail("release_failed", f"MAAS could not release the machine: {_why(machine)}")
     if status == S.READY and (ctx.sent("release") or mode == "none" or wf.erased):
         return _released(ctx, mode)
@@ -162,13 +177,24 @@ def release(ctx: Ctx) -> Result:
         before: dict[str, Any] = {"release_requested": True}
         if mode != "none":  # what the erase must account for, kept before it is sent
             disks = erase.disks_before(maas.machine_hardware(sid).disks)
-            before["erase_evidence"] = {"mode": mode, "disks": disks, "outcome": "requested"}
+            # the evidence must come from a run this release makes, not a kept older one
+            runs = [r.id for r in maas.release_runs(sid)]
+            before["erase_evidence"] = {
+                "mode": mode,
+                "disks": disks,
+                "outcome": "requested",
+                "runs_before": max(runs, default=0),
+            }
         ctx.save_now(**before)
         answer = maas.release(
             sid,
             erase=mode != "none",
             secure_erase=mode == "secure",
             quick_erase=mode == "quick",
+            # The erase's evidence: with wipe-disks alone MAAS runs it in Disk erasing and
+            # keeps none of its output; one more entry in the script list (wipe-disks' own
+            # tag) runs it in Releasing, which stores each disk's line (docs/decommission.md)
+            scripts=[erase.WIPE_TAG] if mode != "none" else None,
             comment=_comment(ctx, "release"),
         )
         ctx.event(
@@ -221,10 +247,15 @@ def _erase_evidence(ctx: Ctx, mode: str) -> dict[str, Any]:
     """Each disk MAAS listed before the release, with what the wipe's output says of it (a
     workflow that kept no list reads MAAS's disks now: MAAS keeps them across a release)."""
     sid = ctx.wf.maas_system_id
-    disks = (ctx.wf.erase_evidence or {}).get("disks")
+    kept = ctx.wf.erase_evidence or {}
+    disks = kept.get("disks")
     if not disks:
         disks = erase.disks_before(ctx.maas.machine_hardware(sid).disks)
-    return erase.evidence(disks, ctx.maas.release_runs(sid), mode=mode)
+    runs = ctx.maas.release_runs(sid)
+    if "runs_before" not in kept:  # a workflow that kept no mark: any kept run
+        return erase.evidence(disks, runs, mode=mode)
+    newer = [r for r in runs if r.id > int(kept["runs_before"])]
+    return {**erase.evidence(disks, newer, mode=mode), "runs_before": kept["runs_before"]}
 
 
 def _erase_failed(ctx: Ctx, machine: Machine, why: str) -> Result:
@@ -261,6 +292,8 @@ def _fallback(ctx: Ctx, machine: Machine) -> Result:
                 machine = _step(
                     ctx, "abort", lambda: maas.abort(sid, comment=_comment(ctx, "abort"))
                 )
+            elif status == S.RELEASING:  # our erase's usual status, which MAAS cannot abort
+                ctx.event("fallback.step", "abort: MAAS cannot abort a machine in Releasing")
             else:
                 ctx.event("fallback.step", f"abort: nothing in flight (MAAS shows {status.label})")
         elif status in ERASING:
@@ -423,9 +456,7 @@ def reset(ctx: Ctx) -> Result:
         machine = _machine(ctx)
     except MaasNotFound:
         return Fail("not_in_maas", f"machine {wf.maas_system_id} is gone from MAAS")
-    if machine.status in (S.DISK_ERASING, S.DEPLOYING) and not ctx.sent("abort"):
-        ctx.maas.abort(machine.system_id, comment=_comment(ctx, "restart-clean"))
-        ctx.event("maas.action", f"aborted {machine.status_name}")
+    _abort_in_flight(ctx, machine, "restart-clean")
     return Done(
         "reset: the next attempt starts from preflight",
         {"erased": None, "fallback_used": False, "release_requested": False},
@@ -440,10 +471,23 @@ def cancel(ctx: Ctx) -> Result:
         return Done("cancelled before MAAS was touched")
     machine = _machine(ctx)
     ctx.observe(machine)
-    if machine.status in (S.DISK_ERASING, S.DEPLOYING) and not ctx.sent("abort"):
-        ctx.maas.abort(machine.system_id, comment=_comment(ctx, "cancel"))
-        ctx.event("maas.action", f"aborted {machine.status_name}")
+    _abort_in_flight(ctx, machine, "cancel")
     return Done(f"cancelled; MAAS shows {machine.status_name}")
+
+
+def _abort_in_flight(ctx: Ctx, machine: Machine, why: str) -> None:
+    """Abort an erase or a deploy MAAS is running for us, once. Our erase runs in Releasing,
+    which MAAS cannot abort: it runs on, and the timeline says so."""
+    if ctx.sent("abort"):
+        return
+    if machine.status in (S.DISK_ERASING, S.DEPLOYING):
+        ctx.maas.abort(machine.system_id, comment=_comment(ctx, why))
+        ctx.event("maas.action", f"aborted {machine.status_name}")
+    elif machine.status == S.RELEASING:
+        ctx.event(
+            "maas.observed",
+            "MAAS cannot abort a machine in Releasing: the release (and its erase) runs on",
+        )
 
 
 def _cancel_child(wf: Decommission, reason: str) -> int | None:
@@ -534,7 +578,7 @@ STAGES: list[Stage[Decommission]] = [
             C("allocate", "only if Ready and an erase is required"),
             C("release", "with the policy's erase mode"),
             C("machine_hardware", "the disks to account for, before an erase is sent"),
-            C("release_runs", "the wipe's output, each disk's line, once Ready"),
+            C("release_runs", "the newest run before the release; its wipe's lines, after it"),
             C("abort", "a failed or stuck erase, policy permitting"),
             C("mark_broken", "then, instead of releasing unerased disks"),
         ),

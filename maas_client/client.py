@@ -540,13 +540,18 @@ class MaasClient(HardwareReads):
         secure_erase: bool = False,
         quick_erase: bool = False,
         force: bool = False,
+        scripts: Sequence[str] | None = None,
         comment: str | None = None,
     ) -> types.Machine:
+        """``op=release``; ``scripts`` are release scripts by name or tag (MAAS's
+        ``ReleaseForm``: a comma-separated list, ``wipe-disks`` added by an erase flag)."""
         form = [
             ("erase", _b(erase)),
             ("secure_erase", _b(secure_erase)),
             ("quick_erase", _b(quick_erase)),
         ]
+        if scripts:
+            form.append(("scripts", ",".join(scripts)))
         if force:
             form.append(("force", "true"))
         if comment:
