@@ -479,6 +479,11 @@ RESOURCES = [
         ],
     ),
     Resource(
+        "CommissioningScriptsHandler",
+        f"{P}commissioning-scripts/",
+        [A("read", "GET", None, scr.commissioning_scripts)],
+    ),
+    Resource(
         "NodeResultsHandler",
         f"{P}installation-results/",
         [A("read", "GET", None, site.node_results)],
@@ -530,8 +535,6 @@ UNSIMULATED = [
         r"dhcp-snippets/[^/]+/",
         r"notifications/",
         r"notifications/[^/]+/",
-        r"commissioning-scripts/",
-        r"commissioning-scripts/[^/]+",
         r"license-keys/",
         r"license-key/[^/]+/[^/]+",
         r"boot-sources/",

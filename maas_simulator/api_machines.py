@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
 import struct
 from typing import Any
-from xml.sax.saxutils import escape
 
 from maas_client.status import RELEASABLE, NodeStatus
 from maas_simulator import lifecycle, testing
 from maas_simulator.constraints import Filter, usable_architectures
 from maas_simulator.errors import ApiError, conflict, invalid
-from maas_simulator.hardware import NodeDevice
 from maas_simulator.interfaces import clear_links
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
+from maas_simulator.outputs import lshw_xml
 from maas_simulator.power import power_form
 from maas_simulator.render import anon_machine_json, machine_json
 from maas_simulator.storage import LAYOUTS, LayoutError, LayoutFieldsError
@@ -137,10 +135,14 @@ def machines_create(sim: Simulator, req: Request) -> Response:
     m.power_state = "unknown"  # no power action or query has run yet
     if req.user.is_superuser and commission and not deployed:
         # The same body goes through CommissionForm (its flags are checkboxes); MAAS ignores
-        # errors of this implicit commissioning (LP:1600328)
-        with contextlib.suppress(ApiError):
+        # the form's errors (LP:1600328), but not a power action failing after the commit: the
+        # caller gets its 503 and the machine exists (errors.jsonl 160-161)
+        try:
             params = commission_form(sim, req)
             lifecycle.commission(sim, m, req.user, params)
+        except ApiError as exc:
+            if exc.status == 503:
+                raise
     return raw(machine_json(sim, m))
 
 
@@ -334,8 +336,21 @@ def commission_form(sim: Simulator, req: Request) -> dict[str, Any]:
         k: checkbox(data[k]) if k in data else False for k in COMMISSION_FLAGS
     }
     params["testing_scripts"] = ",".join(req.all("testing_scripts"))
+    _check_script_choices(sim, "commissioning_scripts", req.all("commissioning_scripts"), 0)
     _check_commissioning_tests(sim, params["testing_scripts"])
     return params
+
+
+def _check_script_choices(sim: Simulator, field: str, given: list[str], type_: int) -> None:
+    """``ScriptForm``'s script list: comma-separated names and tags of scripts of the type."""
+    scripts = sim.scripts.of_type(type_)
+    choices = {s.name for s in scripts} | {t for s in scripts for t in s.tags}
+    names = [n for value in given for n in value.split(",") if value]
+    bad = next((n for n in names if n not in choices), None)
+    if bad is not None:
+        raise invalid(
+            {field: [f"Select a valid choice. {bad} is not one of the available choices."]}
+        )
 
 
 def machine_test(sim: Simulator, req: Request) -> Response:
@@ -618,7 +633,7 @@ def machine_power_off(sim: Simulator, req: Request) -> Response:
 
 
 def machine_query_power(sim: Simulator, req: Request) -> Any:
-    return {"state": lifecycle.query_power(sim, machine_or_404(sim, req))}
+    return {"state": lifecycle.query_power(sim, machine_or_404(sim, req), req.user)}
 
 
 def machine_power_parameters(sim: Simulator, req: Request) -> Any:
@@ -719,43 +734,6 @@ def bson_binary_document(fields: dict[str, bytes | None]) -> bytes:
 
 
 LLDP_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<lldp label="LLDP neighbors"/>\n'
-
-
-def lshw_xml(m: Machine, devices: list[NodeDevice]) -> str:
-    """A small ``lshw -xml``: system, CPU, memory, disks, NICs, and the display-class PCI
-    functions (GPUs and the BMC's VGA) as lshw lists them (``class="display"``)."""
-    info = m.hardware_info
-    disks = "".join(
-        f'<node id="disk" class="disk"><logicalname>/dev/{escape(d.name)}</logicalname>'
-        f"<product>{escape(d.model or '')}</product><serial>{escape(d.serial or '')}</serial>"
-        f'<size units="bytes">{d.size}</size></node>'
-        for d in m.storage.physical
-    )
-    nics = "".join(
-        f'<node id="network" class="network"><logicalname>{escape(i.name)}</logicalname>'
-        f"<serial>{escape(i.mac_address)}</serial></node>"
-        for i in m.interfaces
-        if i.type == "physical"
-    )
-    displays = "".join(
-        f'<node id="display" class="display"><product>{escape(d.product_name)}</product>'
-        f"<vendor>{escape(d.vendor_name)}</vendor>"
-        f"<businfo>pci@{escape(d.pci_address or '')}</businfo></node>"
-        for d in devices
-        if d.hardware_type == 5
-    )
-    return (
-        '<?xml version="1.0" standalone="yes" ?>\n<list>\n'
-        f'<node id="{escape(m.hostname)}" class="system">'
-        f"<product>{escape(info.get('system_product', ''))}</product>"
-        f"<vendor>{escape(info.get('system_vendor', ''))}</vendor>"
-        f"<serial>{escape(info.get('system_serial', ''))}</serial>"
-        f'<node id="core" class="bus"><node id="cpu" class="processor">'
-        f"<product>{escape(info.get('cpu_model', ''))}</product></node>"
-        f'<node id="memory" class="memory"><size units="bytes">{m.memory * 1024 * 1024}</size>'
-        f'</node><node id="pci" class="bridge">{displays}</node>{disks}{nics}</node></node>\n'
-        "</list>\n"
-    )
 
 
 def machine_set_annotations(sim: Simulator, req: Request) -> Response:

@@ -572,10 +572,10 @@ def device_delete(sim: Simulator, req: Request) -> Response:
 
 
 def rack_controllers(sim: Simulator, req: Request) -> Any:
-    return [rack_json(sim)]
+    return [rack_json(sim)] if sim.rack_controller else []
 
 
 def rack_controller_read(sim: Simulator, req: Request) -> Any:
-    if req.params["system_id"] != sim.rack.system_id:
+    if req.params["system_id"] != sim.rack.system_id or not sim.rack_controller:
         raise ApiError(404, "No RackController matches the given query.")
     return rack_json(sim)

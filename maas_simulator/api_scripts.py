@@ -46,6 +46,11 @@ def _filters(req: Request) -> list[str] | None:
 # -- scripts --------------------------------------------------------------------------------------
 
 
+def commissioning_scripts(sim: Simulator, req: Request) -> Any:
+    """The legacy ``commissioning-scripts/``: the commissioning scripts' names, sorted."""
+    return sorted(s.name for s in sim.scripts.of_type(0))
+
+
 def scripts_list(sim: Simulator, req: Request) -> Any:
     """Every script, or those of a ``type``, a ``hardware_type``, or whose name or a tag is in
     ``filters``; ``include_script`` adds each revision's base64 text."""
@@ -125,6 +130,9 @@ def _script_set(sim: Simulator, req: Request) -> tuple[Node, ScriptSet]:
     ref = req.params["id"]
     if ref in CURRENT:
         sets = [s for s in node.script_sets if s.type == CURRENT[ref]]
+        if ref == "current-installation":  # only while the deployment holds it
+            current = getattr(node, "current_installation", None)
+            sets = [s for s in sets if s.id == current]
         if sets:
             return node, sets[-1]
     if not ref.isdigit():
@@ -163,17 +171,17 @@ def results_download(sim: Simulator, req: Request) -> Response:
     files: dict[str, bytes] = {}
     times: dict[str, float] = {}
     for r in filter_results(ss, _filters(req), _hardware_type(req)):
-        stdout = r.output if r.stdout is None else r.stdout
+        stdout = r.out() if r.stdout is None else r.stdout
         choices: dict[str, list[tuple[str | None, bytes]]] = {
-            "combined": [(None, r.output)],
+            "combined": [(None, r.out())],
             "stdout": [("out", stdout)],
             "stderr": [("err", r.stderr)],
             "result": [("yaml", r.result)],
-            "all": [(None, r.output), ("out", stdout), ("err", r.stderr), ("yaml", r.result)],
+            "all": [(None, r.out()), ("out", stdout), ("err", r.stderr), ("yaml", r.result)],
         }
         parts = choices.get(output, [])
         if BINARY.search(r.name):
-            parts = [(None, r.output)]
+            parts = [(None, r.out())]
         for extension, content in parts:
             title = r.name if BINARY.search(r.name) else _title(r, filetype, extension)
             files[title] = content

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-FAULT_KINDS = ("503", "409", "502", "slow", "drop_after_apply")
+FAULT_KINDS = ("503", "409", "502", "slow", "drop_after_apply", "503_after_apply")
 
 
 @dataclass
@@ -16,7 +16,9 @@ class RequestFault:
     method: str | None = None
     op: str | None = None
     system_id: str | None = None
-    retry_after: int = 1
+    # the Retry-After header of 503 (MAAS's RETRY_AFTER_SERVICE_UNAVAILABLE, 10) and 409 (its
+    # RETRY_AFTER_CONFLICT, 5); None: sent without one
+    retry_after: int | None = None
     delay: float = 0.0  # real seconds, for "slow"
 
     @classmethod

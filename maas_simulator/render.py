@@ -132,7 +132,7 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         "parent": None,
         "current_commissioning_result_id": current_set_id(m, 0),
         "current_testing_result_id": current_set_id(m, 2),
-        "current_installation_result_id": current_set_id(m, 1),
+        "current_installation_result_id": m.current_installation,
         "hardware_info": m.hardware_info or dict(UNKNOWN_HARDWARE_INFO),
         "numanode_set": numanode_set(m),
         "bios_boot_method": m.bios_boot_method,
@@ -448,10 +448,10 @@ def script_set_json(
             "suppressed": r.suppressed,
         }
         if include_output:
-            stdout = r.output if r.stdout is None else r.stdout
+            stdout = r.out() if r.stdout is None else r.stdout
             item.update(
                 {
-                    "output": base64.b64encode(r.output).decode(),
+                    "output": base64.b64encode(r.out()).decode(),
                     "stdout": base64.b64encode(stdout).decode(),
                     "stderr": base64.b64encode(r.stderr).decode(),
                     "result": base64.b64encode(r.result).decode(),
@@ -524,6 +524,6 @@ def legacy_result_json(sid: str, type_: int, ss: ScriptSet, r: ScriptResult) -> 
         "script_result": r.exit_status,
         "result_type": type_,
         "node": {"system_id": sid},
-        "data": base64.b64encode(r.output).decode(),
+        "data": base64.b64encode(r.out()).decode(),
         "resource_uri": f"{API_PREFIX}commissioning-scripts/",
     }

@@ -509,9 +509,14 @@ def load_network(sim: Simulator, data: dict[str, Any]) -> None:
 
 
 def setup_rack(sim: Simulator) -> None:
-    """The rack controller: one NIC per VLAN that has subnets, with a static address on each."""
+    """The rack controller: one NIC per VLAN that has subnets, with a static address on each
+    (none on a region without one: no VLAN has a primary rack then)."""
     rack = sim.rack
     rack.interfaces = []
+    if not sim.rack_controller:
+        for vlan in sim.net.vlans.values():
+            vlan.primary_rack = vlan.secondary_rack = None
+        return
     for n, vlan in enumerate(sorted(sim.net.vlans.values(), key=lambda v: v.id)):
         subnets = [s for s in sim.subnets.values() if s.vlan_id == vlan.id]
         if not subnets:
@@ -589,6 +594,7 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
         "request_faults",
         "config",
         "scripts",
+        "rack_controller",
     }
     unknown = set(data) - known
     if unknown:
@@ -608,6 +614,10 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
         for key in u.get("ssh_keys") or []:
             n = len(sim.ssh_keys) + 1
             sim.ssh_keys[n] = SSHKey(n, u["username"], str(key))
+    rack = data.get("rack_controller", True)
+    if not isinstance(rack, bool):
+        raise ValueError("rack_controller must be true or false")
+    sim.rack_controller = rack
     load_network(sim, data)
     for i, b in enumerate(data.get("boot_resources") or DEFAULT_BOOT_RESOURCES, start=1):
         _check_keys(b, {"name", "architecture", "type"}, "boot resource")

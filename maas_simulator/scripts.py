@@ -211,8 +211,123 @@ URL_DESCRIPTION = (
     "will be pinged."
 )
 
+
+def _commissioning(
+    name: str,
+    title: str,
+    timeout: int,
+    *,
+    tags: tuple[str, ...] = (),
+    parallel: int = 0,
+    apt: tuple[str, ...] = (),
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": COMMISSIONING,
+        "title": title,
+        "description": description or title,
+        "tags": list(tags),
+        "parallel": parallel,
+        "timeout": timeout,
+        "packages": {"apt": list(apt)} if apt else {},
+        "parameters": parameters or {},
+    }
+
+
+# MAAS 3.5's 13 commissioning scripts, in the order its region creates them (their ids 1-13),
+# with their metadata as recorded against MAAS 3.5.10 (site-reads.jsonl step 40).
+COMMISSIONING_SCRIPTS: list[dict[str, Any]] = [
+    _commissioning(
+        "20-maas-01-install-lldpd",
+        "Install and configure lldpd for passive capture.",
+        30,
+        apt=("lldpd",),
+    ),
+    _commissioning(
+        "20-maas-02-dhcp-unconfigured-ifaces", "Bring up and run DHCP on all interfaces", 10
+    ),
+    _commissioning(
+        "30-maas-01-bmc-config",
+        "Detect and configure BMC's for MAAS use.",
+        300,
+        tags=("bmc-config",),
+        apt=("freeipmi-tools", "ipmitool", "python3-paramiko"),
+        description="Detect and configure BMC credentials for MAAS use.",
+        parameters={
+            "maas_auto_ipmi_user": {
+                "max": 20,
+                "type": "string",
+                "argument_format": "--username={input}",
+            },
+            "maas_auto_ipmi_k_g_bmc_key": {
+                "max": 20,
+                "type": "password",
+                "argument_format": "--ipmi-k-g={input}",
+            },
+            "maas_auto_ipmi_user_password": {
+                "max": 20,
+                "type": "password",
+                "argument_format": "--password={input}",
+            },
+            "maas_auto_ipmi_cipher_suite_id": {
+                "max": 2,
+                "type": "string",
+                "argument_format": "--ipmi-cipher-suite-id={input}",
+            },
+            "maas_auto_ipmi_user_privilege_level": {
+                "type": "choice",
+                "choices": [["USER", "User"], ["OPERATOR", "Operator"], ["ADMIN", "Administrator"]],
+                "argument_format": "--ipmi-privilege-level={input}",
+            },
+        },
+    ),
+    _commissioning(
+        "20-maas-03-machine-resources",
+        "Download and run binary to collect machine details",
+        60,
+        tags=("deploy-info",),
+    ),
+    _commissioning("40-maas-01-machine-config-hints", "Generate machine configuration hints", 60),
+    _commissioning(
+        "50-maas-01-commissioning", "Gather all commissioning data", 60, tags=("deploy-info",)
+    ),
+    _commissioning(
+        "maas-support-info",
+        "Gather support information for the machine",
+        300,
+        tags=("deploy-info",),
+        parallel=2,
+    ),
+    _commissioning("maas-lshw", "Capture lshw -xml output", 300, tags=("deploy-info",), parallel=2),
+    _commissioning(
+        "maas-list-modaliases",
+        "Output all loaded modalises",
+        10,
+        tags=("deploy-info",),
+        parallel=2,
+        description="Output all loaded modaliases",
+    ),
+    _commissioning("maas-get-fruid-api-data", "Return discovered fruid API data", 60, parallel=2),
+    _commissioning("maas-kernel-cmdline", "Capture the kernel command line", 10, parallel=2),
+    _commissioning(
+        "maas-serial-ports", "Discover all serial ports", 10, tags=("deploy-info",), parallel=2
+    ),
+    _commissioning(
+        "maas-capture-lldpd",
+        "Capture lldpd output",
+        60,
+        parallel=2,
+        description="Capture lldp output",
+    ),
+]
+# The commissioning scripts whose output hardware sync refreshes (tagged deploy-info)
+DEPLOY_INFO = {s["name"] for s in COMMISSIONING_SCRIPTS if "deploy-info" in s["tags"]}
+
 # The built-in scripts' metadata, in MAAS 3.5's order (builtin_scripts/__init__.py).
 BUILTIN: list[dict[str, Any]] = [
+    *COMMISSIONING_SCRIPTS,
     {
         "name": "smartctl-validate",
         "title": "Storage status",

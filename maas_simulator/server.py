@@ -176,23 +176,30 @@ class Handler(BaseHTTPRequestHandler):
             fault = None
         if fault is not None and fault.kind in ("503", "409", "502"):
             self.state.count(method, action, sid, int(fault.kind), params)
-            if fault.kind == "503":
+            if fault.kind == "503":  # NoConnectionsAvailable: nothing applied
+                wait = fault.retry_after if fault.retry_after is not None else 10
                 return self.text(
-                    503,
-                    "Unable to connect to any rack controller.",
-                    {"Retry-After": str(fault.retry_after)},
+                    503, "Unable to connect to any rack controller.", {"Retry-After": str(wait)}
                 )
-            if fault.kind == "409":
+            if fault.kind == "409":  # a DB conflict past MAAS's retries: rolled back
+                wait = fault.retry_after if fault.retry_after is not None else 5
                 return self.send(
                     409,
                     b"<html><body><h1>Conflict</h1></body></html>",
                     "text/html; charset=utf-8",
-                    {"Retry-After": str(fault.retry_after)},
+                    {"Retry-After": str(wait)},
                 )
             return self.send(
                 502, b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"
             )
         response = self.maas(method, url.path, query, body)
+        if fault is not None and fault.kind == "503_after_apply" and response.status < 300:
+            # a PowerProblem raised after the commit: applied, answered 503 without Retry-After
+            response = api.Response(
+                503,
+                b"No rack controllers can access the BMC of this node",
+                "text/plain; charset=utf-8",
+            )
         self.state.count(method, action, sid, response.status, params)
         if fault is not None and fault.kind == "drop_after_apply":
             self.close_connection = True  # applied, but the client never hears back

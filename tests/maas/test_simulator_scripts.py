@@ -214,7 +214,10 @@ def test_script_list_filters(lab: Sim) -> None:
         assert len(api.get("scripts/", type=value).json()) == 21
     for value in ("release", "3"):
         assert names(api.get("scripts/", type=value).json()) == ["wipe-disks"]
-    assert api.get("scripts/", type="commissioning").json() == []
+    # MAAS 3.5's 13 commissioning scripts (recorded against MAAS 3.5.10, site-reads step 40)
+    commissioning = api.get("scripts/", type="commissioning").json()
+    assert [s["id"] for s in commissioning] == list(range(1, 14))
+    assert {s["type_name"] for s in commissioning} == {"Commissioning script"}
     assert names(api.get("scripts/", hardware_type="gpu").json()) == [
         "infra-gpu-burn",
         "infra-nccl",
@@ -728,7 +731,7 @@ def test_result_refusals(api: Api, sim: Sim) -> None:
     ready = sim.add(hostname="rr2", status="ready")
     commissioning = api.get(f"nodes/{ready}/results/current-commissioning/").json()
     assert commissioning["type_name"] == "Commissioning"
-    assert all(r["script_id"] is None for r in commissioning["results"])
+    assert all(r["script_id"] in range(1, 14) for r in commissioning["results"])
 
 
 def test_results_download(api: Api, sim: Sim) -> None:

@@ -71,6 +71,7 @@ REGION: dict[str, Any] = {
         {"name": "ubuntu/noble", "architecture": "amd64/ga-24.04"},
         {"name": "ubuntu/noble", "architecture": "amd64/hwe-24.04"},
     ],
+    "rack_controller": False,  # the recorded region had none: manual power only
     "config": {  # what the recorder's seed set (the corpus README)
         "maas_name": "vm",
         "default_distro_series": "jammy",
@@ -508,9 +509,19 @@ def events_meaning(page: dict[str, Any], ids: Ids, query: dict[str, str]) -> dic
     }
 
 
+def is_script_set(value: Any) -> bool:
+    return isinstance(value, dict) and bool(
+        re.search(r"/results/\d+/$", str(value.get("resource_uri", "")))
+    )
+
+
 def meaning(value: Any, path: str, ids: Ids, query: dict[str, str]) -> Any:
     """The values that carry meaning, by the kind of object (an unknown kind: none)."""
     if isinstance(value, list):
+        if value and all(is_script_set(v) for v in value):
+            # MAAS lists a machine's runs without an ORDER BY (ScriptSet has no ordering): the
+            # database's order, which changes once rows are deleted. Compared oldest first.
+            value = sorted(value, key=lambda v: int(v.get("id") or 0))
         return [meaning(v, path, ids, query) for v in value]
     if not isinstance(value, dict):
         return value
@@ -525,7 +536,7 @@ def meaning(value: Any, path: str, ids: Ids, query: dict[str, str]) -> Any:
         return blockdevice_meaning(value)
     if re.search(r"/nodes/[^/]+/devices/\d+/$", uri):
         return node_device_meaning(value)
-    if re.search(r"/results/\d+/$", uri):
+    if is_script_set(value):
         return script_set_meaning(value)
     if re.search(r"/scripts/[^/]+$", uri):
         return script_meaning(value)
