@@ -32,7 +32,14 @@ import orjson
 import requests
 
 from maas_client import listing, types
-from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify, excerpt
+from maas_client.errors import (
+    MaasBadRequest,
+    MaasError,
+    MaasServerError,
+    MaasTransient,
+    classify,
+    excerpt,
+)
 from maas_client.hardware import HardwareReads
 from maas_client.stats import STATS, CallStats
 from maas_client.transport import Direct
@@ -691,13 +698,21 @@ class MaasClient(HardwareReads):
         return [types.ScriptSet.from_json(s) for s in data]
 
     def installation_output(self, system_id: str) -> str:
-        """The curtin install log of the current installation (empty if there is none)."""
-        data = self._send(
-            "get_installation_output",
-            "GET",
-            f"nodes/{system_id}/results/current-installation/",
-            query=[("include_output", "1")],
-            system_id=system_id,
-        )
+        """The curtin install log of the current installation; empty if there is none: MAAS
+        answers 400 ``Unknown id "current-installation"`` for a machine never deployed and for
+        one released since (a release clears it; docs/maas-api.md §14.4), so an older
+        deployment's log is never shown as the current one."""
+        try:
+            data = self._send(
+                "get_installation_output",
+                "GET",
+                f"nodes/{system_id}/results/current-installation/",
+                query=[("include_output", "1")],
+                system_id=system_id,
+            )
+        except MaasBadRequest as exc:
+            if "current-installation" in exc.message:
+                return ""
+            raise
         results = types.ScriptSet.from_json(data).results
         return "\n".join(r.output for r in results)
