@@ -110,7 +110,12 @@ STAGES: list[Stage[Onboarding]] = [
         "reachability",
         reachability,
         1800,
-        (GET, C("test", "the policy's testing script, node-facing URLs"), C("script_results")),
+        (
+            GET,
+            C("testing_scripts", "the script's url parameter, before the test is sent"),
+            C("test", "the policy's testing script, node-facing URLs"),
+            C("script_results"),
+        ),
         expects=frozenset({S.READY, S.TESTING, S.FAILED_TESTING}),
         applies=reachability_applies,
     ),
