@@ -695,7 +695,10 @@ class MaasClient(HardwareReads):
             query=query,
             system_id=system_id,
         )
-        return [types.ScriptSet.from_json(s) for s in data]
+        # oldest first, by id: MAAS lists them without an ORDER BY, in the database's order,
+        # which changes once rows are deleted (recorded against MAAS 3.5.10: a newer run listed
+        # before older ones), and callers take the last as the newest
+        return sorted((types.ScriptSet.from_json(s) for s in data), key=lambda s: s.id)
 
     def installation_output(self, system_id: str) -> str:
         """The curtin install log of the current installation; empty if there is none: MAAS

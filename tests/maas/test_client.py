@@ -289,3 +289,18 @@ def test_update_machine_sets_hostname_and_power(maas: MaasClient, sim: Sim) -> N
     assert (updated.hostname, updated.power_type) == ("c07u60", "ipmi")
     assert maas.power_addresses([sid]) == {sid: "10.1.2.3"}
     assert sim.mutations(sid) == ["machine.update"]
+
+
+def test_script_runs_come_oldest_first_whatever_order_maas_lists_them_in(
+    maas: MaasClient, sim: Sim
+) -> None:
+    """MAAS lists a machine's runs in the database's order (no ORDER BY), which changes once
+    rows are deleted: the recorded MAAS 3.5.10 listed a newer release run first."""
+    sid = sim.add(hostname="order1", status="deployed")
+    model = sim.model
+    with model.lock:
+        m = model.machines[sid]
+        m.script_sets.reverse()  # as a database may return them
+    sets = maas.script_results(sid)
+    assert [s.id for s in sets] == sorted(s.id for s in sets) and len(sets) >= 3
+    assert sets[-1].type_name == "Installation"  # the newest: the seeded deployment's
