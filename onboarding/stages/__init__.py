@@ -63,7 +63,7 @@ STAGES: list[Stage[Onboarding]] = [
             GET,
             C("commission", "unless Ready"),
             C("abort", "a stuck commissioning, before sending it again"),
-            C("script_results", "on a failure, the scripts that failed"),
+            C("script_results", "on a failure (or Failed testing), the scripts that failed"),
         ),
         expects=COMMISSIONING,
     ),

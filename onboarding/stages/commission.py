@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from maas_client.types import Machine
 from onboarding.stages.common import POLL, Ctx, S, learned, read_machine, send_commission
 from workflows.results import Done, Fail, Result, Wait
 
@@ -27,11 +28,24 @@ def commission(ctx: Ctx) -> Result:
             + _failed_scripts(ctx, machine.system_id),
             {"maas_status": machine.status_name},
         )
+    if status == S.FAILED_TESTING:
+        # Not ours (ours failed above): MAAS refuses to commission from Failed testing (recorded
+        # against MAAS 3.5.10), and clearing it is a human's call on the failed tests
+        # (docs/onboarding.md, "Commission").
+        return Fail(
+            "failed_testing",
+            f"machine is Failed testing in MAAS ({_why(machine)})"
+            + _failed_scripts(ctx, machine.system_id, "testing")
+            + "; MAAS does not commission a machine in Failed testing: look at the failed "
+            "tests, then in MAAS override the failed testing (Ready) or mark the machine broken "
+            "and fixed, and retry",
+            {"maas_status": machine.status_name},
+        )
     if status in PAST_COMMISSIONING:
         # MAAS's truth (a rerun or adopt of a machine already commissioned and allocated or
         # deployed): commissioning would wipe it; later stages take it as it is.
         return Done(f"MAAS shows {machine.status_name}: commissioned before; not recommissioned")
-    if status in (S.NEW, S.BROKEN, S.FAILED_COMMISSIONING, S.FAILED_TESTING):
+    if status in (S.NEW, S.BROKEN, S.FAILED_COMMISSIONING):  # MAAS's Commission statuses
         send_commission(ctx, machine)
         return Wait("commissioning", machine.system_id, int(S.COMMISSIONING), POLL)
     return Fail(
@@ -44,9 +58,13 @@ def commission(ctx: Ctx) -> Result:
 PAST_COMMISSIONING = (S.ALLOCATED, S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT)
 
 
-def _failed_scripts(ctx: Ctx, system_id: str) -> str:
-    sets = ctx.maas.script_results(system_id, result_type="commissioning")
+def _failed_scripts(ctx: Ctx, system_id: str, result_type: str = "commissioning") -> str:
+    sets = ctx.maas.script_results(system_id, result_type=result_type)
     failed = [
         r.name for s in sets[-1:] for r in s.results if r.status_name in ("Failed", "Timed out")
     ]
     return f"; failed scripts: {', '.join(failed)}" if failed else ""
+
+
+def _why(machine: Machine) -> str:
+    return machine.error_description or machine.status_message or "no reason given"

@@ -12,6 +12,7 @@ from django.utils import timezone
 from maas_client.status import NodeStatus
 from onboarding.models import Onboarding
 from onboarding.payload import read_tokens
+from tests.support.maas import Api
 from tests.support.stages import Bench, run_stage
 
 pytestmark = pytest.mark.django_db
@@ -302,6 +303,32 @@ def test_commission_refuses_a_machine_in_another_state(bench: Bench) -> None:
         "unexpected_state",
         "machine is Releasing in MAAS; onboarding needs New or Ready (release it in MAAS, or "
         "adopt the workflow)",
+    )
+
+
+def test_commission_of_a_machine_failed_testing_names_the_tests_and_sends_nothing(
+    bench: Bench,
+) -> None:
+    """MAAS refuses to commission from Failed testing (recorded against MAAS 3.5.10:
+    onboarding-sequence 192); clearing failed tests is a human's call, so the stage fails
+    naming them and how to clear them, and sends nothing."""
+    sid = bench.sim.add(hostname="c12", status="ready", faults={"script_fails": ["smartctl-short"]})
+    api = Api(bench.sim)
+    api.ok(sid, "test", testing_scripts="smartctl-short")
+    bench.sim.advance(600)
+    assert api.status(sid) == "Failed testing"
+    wf = bench.onboarding("c12", "10.1.0.38", maas_system_id=sid)
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "failed_testing")
+    assert result.message.startswith("machine is Failed testing in MAAS (")
+    assert "failed scripts: smartctl-short" in result.message
+    assert "override the failed testing" in result.message
+    assert bench.sim.mutations(sid) == ["machine.test"]  # the test above, nothing of ours
+    api.ok(sid, "override_failed_testing")
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        "already Ready in MAAS; not recommissioned",
     )
 
 
