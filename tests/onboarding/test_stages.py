@@ -87,6 +87,27 @@ def test_discover_creates_the_machine_with_its_bmc_when_nothing_matches(bench: B
     assert machine.power_parameters["power_address"] == "10.1.0.5"
 
 
+def test_discover_adopts_the_machine_a_503_create_made_instead_of_creating_another(
+    bench: Bench,
+) -> None:
+    """A create MAAS answers 503 may have made the machine (recorded against MAAS 3.5.10: a
+    PowerProblem after the commit, no Retry-After, the machine there): the rerun finds it by
+    hostname and takes it as created by this workflow; no second create."""
+    bench.sim.faults({"kind": "503_after_apply", "method": "POST", "count": 1})
+    wf = bench.onboarding("d7", "10.1.0.13")
+    first, _ = run_stage("onboarding", wf, "discover", record=True)
+    assert type(first).__name__ == "Retry", first
+    assert bench.sim.mutations() == ["machines.create"]
+    result, events = run_stage("onboarding", wf, "discover", record=True)
+    sid = result.updates["maas_system_id"]
+    assert (result.updates["created_machine"], bench.sim.model.machines[sid].hostname) == (
+        True,
+        "d7",
+    )
+    assert events[0][2]["matched_by"] == "matched by hostname"
+    assert bench.sim.mutations().count("machines.create") == 1
+
+
 def test_discover_refuses_to_guess_between_two_machines(bench: Bench) -> None:
     bench.sim.model.allow_duplicate_hostnames = True
     bench.sim.add(hostname="d4", status="new")
