@@ -234,6 +234,23 @@ def test_mutation_is_never_resent(maas: MaasClient, sim: Sim, sleeps: list[float
     assert maas.get_machine(sid).status == S.DEPLOYING  # the caller reads back and sees it
 
 
+def test_a_503_without_retry_after_may_have_been_applied(
+    maas: MaasClient, sim: Sim, sleeps: list[float]
+) -> None:
+    """MAAS's PowerProblem (no rack reaches the BMC) is a 503 without Retry-After raised after
+    the change was committed: the recorded MAAS 3.5.10 kept the machine a create with
+    commission=true answered 503 to. The client reads that as maybe applied, never resends."""
+    sim.faults({"kind": "503_after_apply", "count": 1, "method": "POST"})
+    with pytest.raises(MaasTransient) as answered:
+        maas.create_machine(
+            hostname="pp1", mac_addresses=[], power_parameters={"power_address": "10.0.0.9"}
+        )
+    assert (answered.value.status, answered.value.retry_after) == (503, None)
+    assert answered.value.maybe_applied is True
+    assert sleeps == [] and sim.count("machines.create") == 1
+    assert [m.hostname for m in maas.list_machines(hostnames=["pp1"])] == ["pp1"]
+
+
 def test_409_without_retry_after_is_not_retried(
     maas: MaasClient, sim: Sim, sleeps: list[float]
 ) -> None:
