@@ -5,7 +5,9 @@ MAAS runs one ``wipe-disks`` script for every disk and reports one result; what 
 disk is only a line of that script's output, keyed by the disk's kernel name. A failed quick
 wipe prints a line and still passes, so the verdict is per disk and positive: a disk is erased
 only when its own success line for the mode asked is there. A disk with no such line is not
-erased, whatever the result's status says.
+erased, whatever the result's status says. MAAS keeps that output only for a release that runs
+in Releasing (docs/decommission.md, "What a site can prove about an erase"): a Disk erasing
+run's result stays Pending with no output, and proves nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Any
 from maas_client.hardware import Disk, ScriptRun
 
 WIPE_SCRIPT = "wipe-disks"
+# wipe-disks' tag in MAAS 3.5: sent as the release's script list beside the erase flags, it
+# makes the list [wipe, wipe-disks], which MAAS runs in Releasing and keeps the output of
+WIPE_TAG = "wipe"
 # The success line of each way wipe-disks erases a disk, and its failure lines (the disk's kernel
 # name in group 1).
 ERASED = [
@@ -27,6 +32,13 @@ ERASED = [
     (re.compile(r"^(\S+): successfully zeroed(?: \(using write-zeroes\))?\.$"), "zeroed"),
 ]
 FAILED = [re.compile(r"^(\S+): failed to be quickly wiped\.$")]
+# Half of a quick wipe failing: MAAS 3.5's wipe_quickly counts +1 per failed half and -1 per
+# good one, so with one half failed it still prints "successfully quickly wiped". A disk with
+# one of these lines is not erased, whatever its last line says.
+PARTIAL = [
+    re.compile(r"^(\S+): wipefs failed \(.*\)$"),
+    re.compile(r"^(\S+): OS error while wiping beginning/end of disk \(.*\)$"),
+]
 
 
 def disks_before(disks: Sequence[Disk]) -> list[dict[str, Any]]:
@@ -48,8 +60,10 @@ def wipe_result(runs: Sequence[ScriptRun]) -> tuple[ScriptRun, Any] | None:
 
 def per_disk(output: str) -> dict[str, tuple[str, str]]:
     """kernel name → (``erased:<how>`` or ``failed``, the line that says so); the last word
-    about a disk wins (a secure erase that fell back to zeroing ends with the zeroing)."""
+    about a disk wins (a secure erase that fell back to zeroing ends with the zeroing), except
+    that half a quick wipe failing is final (``PARTIAL``)."""
     found: dict[str, tuple[str, str]] = {}
+    partial: dict[str, str] = {}
     for raw in output.splitlines():
         line = raw.strip()
         for pattern, how in ERASED:
@@ -58,7 +72,10 @@ def per_disk(output: str) -> dict[str, tuple[str, str]]:
         for pattern in FAILED:
             if match := pattern.match(line):
                 found[match.group(1)] = ("failed", line)
-    return found
+        for pattern in PARTIAL:
+            if match := pattern.match(line):
+                partial.setdefault(match.group(1), line)
+    return found | {name: ("failed", line) for name, line in partial.items()}
 
 
 def evidence(

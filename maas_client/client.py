@@ -24,6 +24,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -32,7 +33,14 @@ import orjson
 import requests
 
 from maas_client import listing, types
-from maas_client.errors import MaasError, MaasServerError, MaasTransient, classify, excerpt
+from maas_client.errors import (
+    MaasBadRequest,
+    MaasError,
+    MaasServerError,
+    MaasTransient,
+    classify,
+    excerpt,
+)
 from maas_client.hardware import HardwareReads
 from maas_client.stats import STATS, CallStats
 from maas_client.transport import Direct
@@ -60,6 +68,49 @@ DEFAULT_DEADLINE = 120.0  # seconds for one request, body included
 
 def _b(value: bool) -> str:
     return "true" if value else "false"
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One operation's request, as every attempt of it sends it."""
+
+    operation: str
+    method: str
+    path: str
+    params: list[tuple[str, str]]
+    body: bytes | None
+    system_id: str
+    stream: Callable[[Iterator[bytes]], Any] | None
+    headers: dict[str, str]
+
+
+def _refuse(response: Any, content: bytes, operation: str, system_id: str) -> None:
+    """A redirect (never followed) or an error answer as its typed error."""
+    status = response.status_code
+    if 300 <= status < 400:
+        raise MaasServerError(
+            f"MAAS answered {status} to {operation} (a redirect, not followed: check the "
+            "site's maas_url)",
+            operation=operation,
+            status=status,
+            system_id=system_id,
+        )
+    if status >= 400:
+        raise classify(status, response.headers, content, operation=operation, system_id=system_id)
+
+
+def _transport_error(exc: Exception, operation: str, system_id: str) -> MaasTransient:
+    """A connection error or timeout: transient; maybe applied unless MAAS provably never
+    received the request (connection refused, or a connect timeout)."""
+    not_sent = isinstance(exc, requests.ConnectTimeout) or (
+        isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
+    )
+    return MaasTransient(
+        f"{type(exc).__name__} talking to MAAS for {operation}",
+        operation=operation,
+        system_id=system_id,
+        maybe_applied=not not_sent,
+    )
 
 
 # Called after every HTTP attempt with (site, operation, outcome, status, seconds): the product
@@ -189,101 +240,91 @@ class MaasClient(HardwareReads):
         system_id: str = "",
         stream: Callable[[Iterator[bytes]], Any] | None = None,
     ) -> Any:
-        """``stream``: a 2xx JSON answer is handed to it as chunks while they arrive (a large
-        listing, ``listing.py``), and its result returned, instead of being read whole."""
+        """One operation: a safe read retries transient failures (``read_attempts``), a
+        mutation is sent once (docs/architecture.md, "Talking to MAAS"). ``stream``: a 2xx JSON
+        answer is handed to it as chunks while they arrive (a large listing, ``listing.py``),
+        and its result returned, instead of being read whole."""
         params = [("op", op)] if op else []
         params += list(query)
         body, content_type = encode_multipart(form) if method in ("POST", "PUT") else (None, None)
-        headers = {"Content-Type": content_type} if content_type else {}
+        request = _Request(operation, method, path, params, body, system_id, stream,
+                           {"Content-Type": content_type} if content_type else {})  # fmt: skip
         attempts = self.read_attempts if method == "GET" else 1
         self._check_target(operation, system_id)
         if method != "GET" and self.before_mutation is not None:
             self.before_mutation(operation)  # e.g. renew a workflow lease; may raise to stop
         for attempt in range(1, attempts + 1):
-            started = time.monotonic()
             try:
-                response: Any
-                if self._direct is not None:
-                    response = self._direct.send(
-                        method,
-                        path,
-                        params=params,
-                        body=body,
-                        headers=headers,
-                        timeout=self.timeout,
-                    )
-                else:
-                    response = self.session.request(
-                        method,
-                        self.root + path,
-                        params=params,
-                        data=body,
-                        headers=headers,
-                        timeout=self.timeout,
-                        stream=True,
-                        allow_redirects=False,  # MAAS does not redirect API calls; nothing follows
-                    )
-                self.maas_time = server_time(response) or self.maas_time
-                status = response.status_code
-                if stream is not None and 200 <= status < 300 and status != 204:
-                    chunks = self._chunks(response, started, operation, system_id)
-                    try:
-                        value = stream(chunks) if is_json(response) else listing.not_json(chunks)
-                    except _SHAPE_ERRORS:  # the answer arrived; its shape is wrong
-                        self._record(operation, "ok", started, system_id, attempt, status)
-                        raise
-                    finally:
-                        chunks.close()
-                        response.close()
-                    self._record(operation, "ok", started, system_id, attempt, status)
-                    return value
-                content = b"".join(self._chunks(response, started, operation, system_id))
-                if 300 <= response.status_code < 400:
-                    raise MaasServerError(
-                        f"MAAS answered {response.status_code} to {operation} (a redirect, not "
-                        "followed: check the site's maas_url)",
-                        operation=operation,
-                        status=response.status_code,
-                        system_id=system_id,
-                    )
-                if response.status_code >= 400:
-                    raise classify(
-                        response.status_code,
-                        response.headers,
-                        content,
-                        operation=operation,
-                        system_id=system_id,
-                    )
-            except requests.RequestException as exc:
-                not_sent = isinstance(exc, requests.ConnectTimeout) or (
-                    isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
-                )
-                error: MaasError = MaasTransient(
-                    f"{type(exc).__name__} talking to MAAS for {operation}",
-                    operation=operation,
-                    system_id=system_id,
-                    maybe_applied=not not_sent,
-                )
-                self._record(operation, error.kind, started, system_id, attempt, None)
-                if attempt < attempts:
-                    self.sleep(self._backoff(attempt, None))
-                    continue
-                raise error from exc
-            except MaasError as error:
-                self._record(operation, error.kind, started, system_id, attempt, error.status)
-                retry_after = error.retry_after if isinstance(error, MaasTransient) else None
-                if isinstance(error, MaasTransient) and attempt < attempts:
-                    self.sleep(self._backoff(attempt, retry_after))
-                    continue
-                raise
-            self._record(operation, "ok", started, system_id, attempt, response.status_code)
-            if response.status_code == 204 or not content:
-                return None
-            if is_json(response):
-                with gc_paused(len(content) > LARGE_BODY):
-                    return orjson.loads(content)
-            return content
+                return self._attempt(request, attempt)
+            except MaasTransient as error:
+                if attempt == attempts:
+                    raise
+                self.sleep(self._backoff(attempt, error.retry_after))
         raise AssertionError("unreachable")
+
+    def _attempt(self, request: _Request, attempt: int) -> Any:
+        """One HTTP exchange, counted and timed whatever its outcome; MAAS's answer as data,
+        or a typed error (``errors.classify``)."""
+        operation, system_id, started = request.operation, request.system_id, time.monotonic()
+        try:
+            response = self._exchange(request)
+            self.maas_time = server_time(response) or self.maas_time
+            status = response.status_code
+            if request.stream is not None and 200 <= status < 300 and status != 204:
+                return self._streamed(request, response, started, attempt)
+            content = b"".join(self._chunks(response, started, operation, system_id))
+            _refuse(response, content, operation, system_id)
+        except requests.RequestException as exc:
+            error = _transport_error(exc, operation, system_id)
+            self._record(operation, error.kind, started, system_id, attempt, None)
+            raise error from exc
+        except MaasError as error:
+            self._record(operation, error.kind, started, system_id, attempt, error.status)
+            raise
+        self._record(operation, "ok", started, system_id, attempt, status)
+        if status == 204 or not content:
+            return None
+        if is_json(response):
+            with gc_paused(len(content) > LARGE_BODY):
+                return orjson.loads(content)
+        return content
+
+    def _exchange(self, request: _Request) -> Any:
+        """The request, straight to the pool when the client can (``transport.py``)."""
+        if self._direct is not None:
+            return self._direct.send(
+                request.method,
+                request.path,
+                params=request.params,
+                body=request.body,
+                headers=request.headers,
+                timeout=self.timeout,
+            )
+        return self.session.request(
+            request.method,
+            self.root + request.path,
+            params=request.params,
+            data=request.body,
+            headers=request.headers,
+            timeout=self.timeout,
+            stream=True,
+            allow_redirects=False,  # MAAS does not redirect API calls; nothing follows
+        )
+
+    def _streamed(self, request: _Request, response: Any, started: float, attempt: int) -> Any:
+        operation, system_id = request.operation, request.system_id
+        assert request.stream is not None
+        chunks = self._chunks(response, started, operation, system_id)
+        try:
+            value = request.stream(chunks) if is_json(response) else listing.not_json(chunks)
+        except _SHAPE_ERRORS:  # the answer arrived; its shape is wrong
+            self._record(operation, "ok", started, system_id, attempt, response.status_code)
+            raise
+        finally:
+            chunks.close()
+            response.close()
+        self._record(operation, "ok", started, system_id, attempt, response.status_code)
+        return value
 
     def _check_target(self, operation: str, system_id: str) -> None:
         """Refuse link-local and cloud metadata addresses (unless the deployment allows them)
@@ -540,13 +581,18 @@ class MaasClient(HardwareReads):
         secure_erase: bool = False,
         quick_erase: bool = False,
         force: bool = False,
+        scripts: Sequence[str] | None = None,
         comment: str | None = None,
     ) -> types.Machine:
+        """``op=release``; ``scripts`` are release scripts by name or tag (MAAS's
+        ``ReleaseForm``: a comma-separated list, ``wipe-disks`` added by an erase flag)."""
         form = [
             ("erase", _b(erase)),
             ("secure_erase", _b(secure_erase)),
             ("quick_erase", _b(quick_erase)),
         ]
+        if scripts:
+            form.append(("scripts", ",".join(scripts)))
         if force:
             form.append(("force", "true"))
         if comment:
@@ -683,16 +729,27 @@ class MaasClient(HardwareReads):
             query=query,
             system_id=system_id,
         )
-        return [types.ScriptSet.from_json(s) for s in data]
+        # oldest first, by id: MAAS lists them without an ORDER BY, in the database's order,
+        # which changes once rows are deleted (recorded against MAAS 3.5.10: a newer run listed
+        # before older ones), and callers take the last as the newest
+        return sorted((types.ScriptSet.from_json(s) for s in data), key=lambda s: s.id)
 
     def installation_output(self, system_id: str) -> str:
-        """The curtin install log of the current installation (empty if there is none)."""
-        data = self._send(
-            "get_installation_output",
-            "GET",
-            f"nodes/{system_id}/results/current-installation/",
-            query=[("include_output", "1")],
-            system_id=system_id,
-        )
+        """The curtin install log of the current installation; empty if there is none: MAAS
+        answers 400 ``Unknown id "current-installation"`` for a machine never deployed and for
+        one released since (a release clears it; docs/maas-api.md §14.4), so an older
+        deployment's log is never shown as the current one."""
+        try:
+            data = self._send(
+                "get_installation_output",
+                "GET",
+                f"nodes/{system_id}/results/current-installation/",
+                query=[("include_output", "1")],
+                system_id=system_id,
+            )
+        except MaasBadRequest as exc:
+            if "current-installation" in exc.message:
+                return ""
+            raise
         results = types.ScriptSet.from_json(data).results
         return "\n".join(r.output for r in results)

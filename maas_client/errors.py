@@ -111,7 +111,10 @@ def classify(
     common: dict[str, Any] = {"operation": operation, "status": status, "system_id": system_id}
     retry_after = retry_after_seconds(headers)
     if status in (502, 503, 504) or (status == 409 and retry_after is not None):
-        # MAAS sends Retry-After only when it refused before doing anything (no rack, DB conflict).
+        # MAAS sends Retry-After only from its middleware, for errors raised inside the request's
+        # transaction (rack unreachable by RPC, DB conflict), which is rolled back: not applied.
+        # A PowerProblem (no rack can reach the BMC) comes without it, after the commit: the
+        # recorded MAAS 3.5.10 kept the machine such a create made (docs/maas-api.md §11).
         return MaasTransient(
             f"MAAS answered {status} to {operation}: {short[:200]}",
             retry_after=retry_after,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -220,9 +220,13 @@ class Script:
     timeout: str  # "H:MM:SS"; "0:00:00" is no limit
     destructive: bool
     for_hardware: tuple[str, ...]
+    # each declared parameter's definition (``type``, ``allow_list``, ``default``, …): MAAS
+    # drops a parameter a script does not declare, and checks each value by its definition
+    parameters: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Script:
+        params = d.get("parameters")
         return cls(
             name=str(d["name"]),
             type_name=_text(d.get("type_name")),
@@ -231,6 +235,9 @@ class Script:
             timeout=_text(d.get("timeout")),
             destructive=bool(d.get("destructive")),
             for_hardware=tuple(str(h) for h in d.get("for_hardware") or ()),
+            parameters={str(k): dict(v) for k, v in (params or {}).items() if isinstance(v, dict)}
+            if isinstance(params, dict)
+            else {},
         )
 
 

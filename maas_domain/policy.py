@@ -173,7 +173,8 @@ class Policy:
     erase_stuck_seconds: int = field(
         default=1800,
         metadata=_doc(
-            "A Disk erasing that lasts longer counts as a failed erase (then the fallback).",
+            "An erase still running after this long (MAAS never times one out) counts as failed "
+            "(then the fallback).",
             min=60,
             max=86400,
         ),

@@ -80,7 +80,12 @@ RESOURCES = [
         ],
     ),
     Resource(
-        "SSHKeysHandler", f"{P}account/prefs/sshkeys/", [A("read", "GET", None, site.ssh_keys)]
+        "SSHKeysHandler",
+        f"{P}account/prefs/sshkeys/",
+        [
+            A("read", "GET", None, site.ssh_keys),
+            A("create", "POST", None, site.ssh_key_create),
+        ],
     ),
     Resource(
         "SSHKeyHandler",
@@ -100,7 +105,14 @@ RESOURCES = [
         f"{P}package-repositories/{{id}}/",
         [A("read", "GET", None, site.package_repository_read)],
     ),
-    Resource("MaasHandler", f"{P}maas/", [A("get_config", "GET", "get_config", site.get_config)]),
+    Resource(
+        "MaasHandler",
+        f"{P}maas/",
+        [
+            A("get_config", "GET", "get_config", site.get_config),
+            A("set_config", "POST", "set_config", site.set_config, admin=True),
+        ],
+    ),
     Resource(
         "BootResourcesHandler",
         f"{P}boot-resources/",
@@ -113,7 +125,11 @@ RESOURCES = [
     Resource(
         "SubnetHandler",
         f"{P}subnets/{{id}}/",
-        [A("read", "GET", None, net.subnet_read)],
+        [
+            A("read", "GET", None, net.subnet_read),
+            A("ip_addresses", "GET", "ip_addresses", net.subnet_ip_addresses),
+            A("statistics", "GET", "statistics", net.subnet_statistics),
+        ],
         patterns={"id": r"[.: \w-]+(?:/\d\d\d?)?"},  # a CIDR keeps its "/NN"
     ),
     Resource("FabricsHandler", f"{P}fabrics/", [A("read", "GET", None, net.fabrics)]),
@@ -167,6 +183,23 @@ RESOURCES = [
             A("read", "GET", None, net.iprange_read),
             A("update", "PUT", None, net.iprange_update),
             A("delete", "DELETE", None, net.iprange_delete),
+        ],
+    ),
+    Resource(
+        "DNSResourcesHandler",
+        f"{P}dnsresources/",
+        [
+            A("read", "GET", None, net.dnsresources),
+            A("create", "POST", None, net.dnsresource_create, admin=True),
+        ],
+    ),
+    Resource(
+        "DNSResourceHandler",
+        f"{P}dnsresources/{{id}}/",
+        [
+            A("read", "GET", None, net.dnsresource_read),
+            A("update", "PUT", None, net.dnsresource_update, admin=True),
+            A("delete", "DELETE", None, net.dnsresource_delete, admin=True),
         ],
     ),
     Resource("DomainsHandler", f"{P}domains/", [A("read", "GET", None, net.domains)]),
@@ -230,6 +263,7 @@ RESOURCES = [
             ),
             A("allocate", "POST", "allocate", mach.machines_allocate),
             A("release", "POST", "release", mach.machines_release),
+            A("list_allocated", "GET", "list_allocated", mach.machines_list_allocated),
         ],
         anon_name="AnonMachinesHandler",
     ),
@@ -445,6 +479,11 @@ RESOURCES = [
         ],
     ),
     Resource(
+        "CommissioningScriptsHandler",
+        f"{P}commissioning-scripts/",
+        [A("read", "GET", None, scr.commissioning_scripts)],
+    ),
+    Resource(
         "NodeResultsHandler",
         f"{P}installation-results/",
         [A("read", "GET", None, site.node_results)],
@@ -490,16 +529,12 @@ UNSIMULATED = [
         r"ipaddresses/",
         r"dnsresourcerecords/",
         r"dnsresourcerecords/[^/]+/",
-        r"dnsresources/",
-        r"dnsresources/[^/]+/",
         r"boot-resources/[^/]+/",
         r"boot-resources/[^/]+/upload/[^/]+/",
         r"dhcp-snippets/",
         r"dhcp-snippets/[^/]+/",
         r"notifications/",
         r"notifications/[^/]+/",
-        r"commissioning-scripts/",
-        r"commissioning-scripts/[^/]+",
         r"license-keys/",
         r"license-key/[^/]+/[^/]+",
         r"boot-sources/",
@@ -520,6 +555,19 @@ def describe(host: str) -> dict[str, Any]:
     ``anon`` and an ``auth`` handler (or null), resources and actions sorted by name.
     """
 
+    body = description()
+    for resource in body["resources"]:  # absolute URIs as the client addressed the region
+        for kind in ("anon", "auth"):
+            if resource[kind] is not None:
+                resource[kind]["uri"] = f"http://{host}{resource[kind]['path']}"
+    return body
+
+
+def description() -> dict[str, Any]:
+    """The description and its hash, without the URIs a request adds: the hash MAAS also sends
+    as ``X-MAAS-API-Hash`` on every answer (``get_api_description``; the ``maas`` CLI compares
+    the two to know its cached description is current)."""
+
     def handler(res: Resource, name: str, anon: bool) -> dict[str, Any]:
         acts = sorted(
             (a for a in res.actions if a.anon == anon), key=lambda a: (a.name, a.op or "")
@@ -529,7 +577,6 @@ def describe(host: str) -> dict[str, Any]:
             "doc": f"Simulated {name}.",
             "path": res.path,
             "params": res.params,
-            "uri": f"http://{host}{res.path}",
             "actions": [
                 {
                     "name": a.name,
@@ -551,12 +598,13 @@ def describe(host: str) -> dict[str, Any]:
             anon, auth = handler(res, res.name, anon=True), None
         resources.append({"name": res.name, "anon": anon, "auth": auth})
         handlers.extend(h for h in (auth, anon) if h)
-    body = {"doc": "MAAS API", "resources": resources, "handlers": handlers}
-    body["hash"] = hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()  # noqa: S324
+    body: dict[str, Any] = {"doc": "MAAS API", "resources": resources, "handlers": handlers}
+    canonical = json.dumps(body, sort_keys=True).encode()
+    body["hash"] = hashlib.sha1(canonical).hexdigest()  # noqa: S324 (MAAS's own choice)
     return body
 
 
-API_HASH = describe("localhost")["hash"]
+API_HASH = description()["hash"]
 
 
 def not_allowed(methods: list[str]) -> Response:
@@ -574,7 +622,8 @@ def dispatch(sim: Simulator, req: Request) -> Response:
         if params is None:
             continue
         req.params = params
-        op = req.get("op")
+        # ``request.GET.get("op") or request.POST.get("op")``: an empty op is no op (CRUD)
+        op = req.get("op") or None
         anonymous = req.user is None
         if anonymous and res.auth:
             anon_methods = res.allowed_methods(anonymous=True) if res.anon_name else []
@@ -604,5 +653,7 @@ def dispatch(sim: Simulator, req: Request) -> Response:
     if any(p.match(req.path) for p in UNSIMULATED):
         if req.user is None:
             raise ApiError(401, "Forbidden")
-        raise ApiError(400, f"Unrecognised signature: method={req.method} op={req.get('op')}")
+        raise ApiError(
+            400, f"Unrecognised signature: method={req.method} op={req.get('op') or None}"
+        )
     raise ApiError(404, f"Unknown API endpoint: {req.path}.")

@@ -23,11 +23,13 @@ from maas_simulator.nodes import Device, Machine, Node, RackController
 from maas_simulator.render import node_interface_json
 from maas_simulator.wire import (
     Request,
-    bool_field,
+    checkbox,
     form_data,
     invalid_choice,
     node_or_404,
+    null_boolean,
     require,
+    string_bool,
 )
 
 S = NodeStatus
@@ -153,12 +155,22 @@ def interface_update(sim: Simulator, req: Request) -> Any:
     mac = data.get("mac_address")
     if mac is not None:
         mac = mac.lower().replace("-", ":")
-        in_use = any(
-            i.mac_address == mac and i is not iface for n in sim.all_nodes() for i in n.interfaces
+        # PhysicalInterface.clean: a MAC is unique among physical interfaces only; a bond,
+        # bridge or VLAN interface shares its parent's (recorded against MAAS 3.5.10)
+        owner = next(
+            (
+                (i, n)
+                for n in sim.all_nodes()
+                for i in n.interfaces
+                if i.mac_address == mac and i is not iface and i.type == "physical"
+            ),
+            None,
         )
-        if in_use:
+        if owner is not None and iface.type == "physical":
+            other, where = owner
             errors.setdefault("mac_address", []).append(
-                "Interface with this Mac address already exists."
+                f"This MAC address is already in use by {other.name} ({other.type}) on "
+                f"{where.hostname}."
             )
     vlan_id: int | None = iface.vlan_id
     if "vlan" in data:
@@ -169,7 +181,10 @@ def interface_update(sim: Simulator, req: Request) -> Any:
             vlan_id = int(ref)
         else:
             errors.setdefault("vlan", []).append(CHOICE)
-    link_connected = bool_field(data["link_connected"]) if "link_connected" in data else None
+    # BooleanField: "0" is true; NullBooleanField: anything but true/false (2/3) is None, left
+    # out of the save as MAAS's MAASModelForm drops None values
+    link_connected = checkbox(data["link_connected"]) if "link_connected" in data else None
+    enabled = null_boolean(data.get("enabled"))
     if (
         link_connected is False
         and not iface.link_connected
@@ -188,8 +203,8 @@ def interface_update(sim: Simulator, req: Request) -> Any:
         iface.mtu = mtu
     if "tags" in data:
         iface.tags = [t for t in (x.strip() for x in data["tags"].split(",")) if t]
-    if "enabled" in data:
-        iface.enabled = bool_field(data["enabled"])
+    if enabled is not None:
+        iface.enabled = enabled
     if link_connected is not None:
         iface.link_connected = link_connected
     for key, value in speeds.items():
@@ -234,7 +249,7 @@ def subnet_label(sim: Simulator, subnet: Subnet) -> str:
 def interface_link_subnet(sim: Simulator, req: Request) -> Any:
     node, iface = _editable_interface(sim, req, "link subnet")
     _allowed_state(node, "link subnet")
-    force = req.flag("force")
+    force = string_bool(req.form, "force")  # get_optional_param(request.POST, StringBool)
     mode = (req.get("mode") or "").lower()
     if not mode:
         raise invalid({"mode": ["This field is required."]})
@@ -281,7 +296,7 @@ def interface_link_subnet(sim: Simulator, req: Request) -> Any:
             "already configured. Specify force=True to override this behavior and delete all "
             "links."
         )
-    if req.flag("default_gateway"):
+    if checkbox(form_data(req).get("default_gateway", "")):  # InterfaceLinkForm BooleanField
         if mode not in ("auto", "static"):
             errors.setdefault("default_gateway", []).append(f"Cannot use in mode '{mode}'.")
         elif subnet is not None and not subnet.gateway_ip:

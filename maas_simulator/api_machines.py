@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
 import struct
 from typing import Any
-from xml.sax.saxutils import escape
 
 from maas_client.status import RELEASABLE, NodeStatus
 from maas_simulator import lifecycle, testing
 from maas_simulator.constraints import Filter, usable_architectures
 from maas_simulator.errors import ApiError, conflict, invalid
-from maas_simulator.hardware import NodeDevice
 from maas_simulator.interfaces import clear_links
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
+from maas_simulator.outputs import lshw_xml
 from maas_simulator.power import power_form
 from maas_simulator.render import anon_machine_json, machine_json
 from maas_simulator.storage import LAYOUTS, LayoutError, LayoutFieldsError
@@ -28,13 +26,15 @@ from maas_simulator.wire import (
     MAC,
     Request,
     Response,
-    bool_field,
     checkbox,
+    deleted,
     form_data,
     has_perm,
+    hostname_problem,
     invalid_choice,
     machine_or_404,
     raw,
+    string_bool,
 )
 
 S = NodeStatus
@@ -76,6 +76,9 @@ def _valid_architectures(sim: Simulator) -> list[str]:
 
 
 def machines_create(sim: Simulator, req: Request) -> Response:
+    # get_optional_param(request.data, ..., StringBool): read before the form
+    commission = string_bool(req.data, "commission", default=True)
+    deployed = string_bool(req.data, "deployed")
     arch = req.get("architecture") or ""
     if arch and "/" not in arch:
         arch = f"{arch}/generic"
@@ -100,7 +103,9 @@ def machines_create(sim: Simulator, req: Request) -> Response:
                 f"MAC address {mac} already in use on {in_use[mac]}."
             )
     hostname = req.get("hostname")
-    if (
+    if hostname and (problem := hostname_problem(hostname)):
+        errors["hostname"] = [problem]
+    elif (
         hostname
         and not sim.allow_duplicate_hostnames
         and any(m.hostname == hostname for m in sim.machines.values())
@@ -109,7 +114,13 @@ def machines_create(sim: Simulator, req: Request) -> Response:
     try:
         power_type, power = _power(req, None) or ("", {})
     except ApiError as exc:
+        if not exc.json_body:
+            raise
         errors.update(exc.body)
+    if power_type not in ("", "ipmi") and "mac_addresses" in errors:  # MachineForm.clean
+        errors.setdefault("power_type", []).append(
+            f"Can't set power type to {power_type} without network interfaces"
+        )
     if errors:
         raise invalid(errors)
     assert req.user is not None
@@ -121,11 +132,17 @@ def machines_create(sim: Simulator, req: Request) -> Response:
         architecture=arch,
         discovered=False,  # commissioning finds the hardware
     )
-    commission = req.get("commission")
-    if req.user.is_superuser and (commission is None or bool_field(commission)):
-        # MAAS ignores errors of the implicit commissioning (LP:1600328)
-        with contextlib.suppress(ApiError):
-            lifecycle.commission(sim, m, req.user, {})
+    m.power_state = "unknown"  # no power action or query has run yet
+    if req.user.is_superuser and commission and not deployed:
+        # The same body goes through CommissionForm (its flags are checkboxes); MAAS ignores
+        # the form's errors (LP:1600328), but not a power action failing after the commit: the
+        # caller gets its 503 and the machine exists (errors.jsonl 160-161)
+        try:
+            params = commission_form(sim, req)
+            lifecycle.commission(sim, m, req.user, params)
+        except ApiError as exc:
+            if exc.status == 503:
+                raise
     return raw(machine_json(sim, m))
 
 
@@ -158,6 +175,25 @@ def machines_enlist(sim: Simulator, req: Request) -> Response:
     macs = [m.lower() for m in req.all("mac_addresses")]
     m = sim.add_machine(hostname=req.get("hostname"), mac_addresses=macs or None)
     return raw(anon_machine_json(sim, m))
+
+
+def machines_list_allocated(sim: Simulator, req: Request) -> Response:
+    """``op=list_allocated``: the machines allocated with the caller's token and still held
+    (``get_allocated_visible_machines``; a deploy from Ready allocates with no token)."""
+    token = req.token.token_key if req.token is not None else None
+    owned = [
+        machine_json(sim, m)
+        for sid in sim.order
+        if (m := sim.machines.get(sid)) is not None and m.owner is not None and m.token == token
+    ]
+    return Response(200, [b"[", *_joined(owned), b"]"])
+
+
+def _joined(chunks: list[bytes]) -> list[bytes]:
+    out: list[bytes] = []
+    for n, chunk in enumerate(chunks):
+        out += [b",", chunk] if n else [chunk]
+    return out
 
 
 def machines_power_parameters(sim: Simulator, req: Request) -> Any:
@@ -195,10 +231,12 @@ def machines_allocate(sim: Simulator, req: Request) -> Response:
             )
         raise ApiError(409, message)
     m = candidates[0][2]
-    if not (req.data.get("dry_run") and bool_field(req.data["dry_run"][0])):
+    verbose = string_bool(req.form, "verbose")
+    if not string_bool(req.form, "dry_run"):
         lifecycle.acquire(
             sim, m, user, req.data.get("agent_name", [""])[0], req.get("comment") or ""
         )
+        m.token = req.token.token_key if req.token is not None else None
     data = json.loads(machine_json(sim, m))
     by_type: dict[str, Any] = {}
     storage = form.storage_match(m) if form.storage is not None else {}
@@ -210,7 +248,7 @@ def machines_allocate(sim: Simulator, req: Request) -> Response:
     interfaces = form.interface_match(m) if form.interfaces is not None else {}
     if interfaces:
         by_type["interfaces"] = interfaces
-    if req.data.get("verbose") and bool_field(req.data["verbose"][0]):
+    if verbose:
         by_type["verbose_storage"] = {m.system_id: storage} if storage else {}
         by_type["verbose_interfaces"] = {m.system_id: interfaces} if interfaces else {}
     data["constraints_by_type"] = by_type
@@ -260,6 +298,9 @@ def machine_read(sim: Simulator, req: Request) -> Response:
 def machine_update(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     power = _power(req, m)  # checked before anything is saved
+    hostname = req.get("hostname")
+    if hostname and (problem := hostname_problem(hostname)):
+        raise invalid({"hostname": [problem]})
     if req.get("hostname"):
         m.hostname = req.get("hostname") or m.hostname
     if power is not None:
@@ -274,21 +315,42 @@ def machine_delete(sim: Simulator, req: Request) -> Response:
     for iface in m.interfaces:
         clear_links(sim.net, iface)  # its addresses go back to their subnets
     del sim.machines[m.system_id]
-    return Response(204, b"", content_type="text/plain; charset=utf-8")
+    return deleted()
 
 
 def machine_commission(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
-    data = form_data(req)  # CommissionForm: BooleanFields, "0" is true
+    lifecycle.commission(sim, m, req.user, commission_form(sim, req))
+    return raw(machine_json(sim, m))
+
+
+COMMISSION_FLAGS = ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
+
+
+def commission_form(sim: Simulator, req: Request) -> dict[str, Any]:
+    """``CommissionForm``: its flags are ``BooleanField``s ("0" is true), its script lists
+    comma-separated choices."""
+    data = form_data(req)
     params: dict[str, Any] = {
-        k: checkbox(data[k]) if k in data else False
-        for k in ("enable_ssh", "skip_bmc_config", "skip_networking", "skip_storage")
+        k: checkbox(data[k]) if k in data else False for k in COMMISSION_FLAGS
     }
     params["testing_scripts"] = ",".join(req.all("testing_scripts"))
+    _check_script_choices(sim, "commissioning_scripts", req.all("commissioning_scripts"), 0)
     _check_commissioning_tests(sim, params["testing_scripts"])
-    lifecycle.commission(sim, m, req.user, params)
-    return raw(machine_json(sim, m))
+    return params
+
+
+def _check_script_choices(sim: Simulator, field: str, given: list[str], type_: int) -> None:
+    """``ScriptForm``'s script list: comma-separated names and tags of scripts of the type."""
+    scripts = sim.scripts.of_type(type_)
+    choices = {s.name for s in scripts} | {t for s in scripts for t in s.tags}
+    names = [n for value in given for n in value.split(",") if value]
+    bad = next((n for n in names if n not in choices), None)
+    if bad is not None:
+        raise invalid(
+            {field: [f"Select a valid choice. {bad} is not one of the available choices."]}
+        )
 
 
 def machine_test(sim: Simulator, req: Request) -> Response:
@@ -327,6 +389,7 @@ def _check_commissioning_tests(sim: Simulator, given: str) -> None:
 def machine_deploy(sim: Simulator, req: Request) -> Response:
     m = machine_or_404(sim, req)
     assert req.user is not None
+    options = allocation_options(req)
     given = req.get("distro_series") or sim.config["default_distro_series"]
     series = given.split("/")[-1]
     available = {
@@ -340,6 +403,7 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
         raise ApiError(
             400, f"Deployment operating system ubuntu/{series} is unavailable for {m.architecture}."
         )
+    kernel = deploy_kernel(sim, m, series, req.get("hwe_kernel"))
     user_data = req.get("user_data")
     lifecycle.deploy(
         sim,
@@ -348,13 +412,78 @@ def machine_deploy(sim: Simulator, req: Request) -> Response:
         {
             "distro_series": series,
             "user_data": served_user_data(user_data.encode()) if user_data else None,
-            "hwe_kernel": req.get("hwe_kernel"),
-            "enable_hw_sync": req.flag("enable_hw_sync"),
+            "hwe_kernel": kernel,
+            "enable_hw_sync": options["enable_hw_sync"],
             "agent_name": req.data.get("agent_name", [""])[0],
             "comment": req.get("comment"),
         },
     )
     return raw(machine_json(sim, m))
+
+
+ALLOCATION_FLAGS = (
+    "install_rackd",
+    "install_kvm",
+    "register_vmhost",
+    "ephemeral_deploy",
+    "bridge_all",
+    "bridge_stp",
+    "enable_hw_sync",
+)
+BRIDGE_TYPES = ("standard", "ovs")
+
+
+def allocation_options(req: Request) -> dict[str, Any]:
+    """``get_allocation_options``: the body's flags are formencode ``StringBool``s (``0`` is
+    false, ``maybe`` a 400 ``Invalid <name>: …``), ``bridge_fd`` an ``Int``, ``bridge_type`` a
+    choice, all read before the machine's state is looked at. Only ``enable_hw_sync`` changes
+    what the simulator does (docs/simulator.md, "What is deliberately not simulated")."""
+    options: dict[str, Any] = {name: string_bool(req.form, name) for name in ALLOCATION_FLAGS[:4]}
+    bridge_type = form_data(req).get("bridge_type", "standard")
+    if bridge_type not in BRIDGE_TYPES:
+        # MAAS raises compose_invalid_choice_text's template itself: "%(value)s" stays unfilled
+        raise invalid(
+            {
+                "bridge_type": [
+                    "'%(value)s' is not a valid bridge_type.  It should be one of: "
+                    "'standard', 'ovs'."
+                ]
+            }
+        )
+    options["bridge_all"] = string_bool(req.form, "bridge_all")
+    options["bridge_stp"] = string_bool(req.form, "bridge_stp")
+    fd = req.form.get("bridge_fd")
+    if fd and fd[-1]:
+        try:
+            int(fd[-1])
+        except ValueError as exc:
+            raise ApiError(400, "Invalid bridge_fd: Please enter an integer value") from exc
+    options["enable_hw_sync"] = string_bool(req.form, "enable_hw_sync")
+    return options
+
+
+def deploy_kernel(sim: Simulator, m: Machine, series: str, given: str | None) -> str:
+    """``validate_hwe_kernel``: the kernel asked for must be one the series' images offer for
+    the machine's architecture; none asked for is the series' GA kernel (what MAAS shows as
+    ``hwe_kernel`` once the deploy starts, recorded against MAAS 3.5.10)."""
+    arch = m.architecture.split("/")[0]
+    kernels = [
+        b.architecture.split("/")[-1]
+        for b in sim.boot_resources
+        if b.name.split("/")[-1] == series and b.architecture.split("/")[0] == arch
+    ]
+    if given:
+        if given not in kernels:
+            raise invalid(
+                {
+                    "hwe_kernel": [
+                        f"{given} is not available for ubuntu/{series} on {m.architecture}."
+                    ]
+                }
+            )
+        return given
+    ga = f"ga-{UBUNTU_VERSIONS.get(series, series)}"
+    return ga if ga in kernels or not kernels else sorted(kernels)[0]
 
 
 UBUNTU_VERSIONS = {  # release titles sort by version
@@ -504,7 +633,7 @@ def machine_power_off(sim: Simulator, req: Request) -> Response:
 
 
 def machine_query_power(sim: Simulator, req: Request) -> Any:
-    return {"state": lifecycle.query_power(sim, machine_or_404(sim, req))}
+    return {"state": lifecycle.query_power(sim, machine_or_404(sim, req), req.user)}
 
 
 def machine_power_parameters(sim: Simulator, req: Request) -> Any:
@@ -605,43 +734,6 @@ def bson_binary_document(fields: dict[str, bytes | None]) -> bytes:
 
 
 LLDP_XML = '<?xml version="1.0" encoding="UTF-8"?>\n<lldp label="LLDP neighbors"/>\n'
-
-
-def lshw_xml(m: Machine, devices: list[NodeDevice]) -> str:
-    """A small ``lshw -xml``: system, CPU, memory, disks, NICs, and the display-class PCI
-    functions (GPUs and the BMC's VGA) as lshw lists them (``class="display"``)."""
-    info = m.hardware_info
-    disks = "".join(
-        f'<node id="disk" class="disk"><logicalname>/dev/{escape(d.name)}</logicalname>'
-        f"<product>{escape(d.model or '')}</product><serial>{escape(d.serial or '')}</serial>"
-        f'<size units="bytes">{d.size}</size></node>'
-        for d in m.storage.physical
-    )
-    nics = "".join(
-        f'<node id="network" class="network"><logicalname>{escape(i.name)}</logicalname>'
-        f"<serial>{escape(i.mac_address)}</serial></node>"
-        for i in m.interfaces
-        if i.type == "physical"
-    )
-    displays = "".join(
-        f'<node id="display" class="display"><product>{escape(d.product_name)}</product>'
-        f"<vendor>{escape(d.vendor_name)}</vendor>"
-        f"<businfo>pci@{escape(d.pci_address or '')}</businfo></node>"
-        for d in devices
-        if d.hardware_type == 5
-    )
-    return (
-        '<?xml version="1.0" standalone="yes" ?>\n<list>\n'
-        f'<node id="{escape(m.hostname)}" class="system">'
-        f"<product>{escape(info.get('system_product', ''))}</product>"
-        f"<vendor>{escape(info.get('system_vendor', ''))}</vendor>"
-        f"<serial>{escape(info.get('system_serial', ''))}</serial>"
-        f'<node id="core" class="bus"><node id="cpu" class="processor">'
-        f"<product>{escape(info.get('cpu_model', ''))}</product></node>"
-        f'<node id="memory" class="memory"><size units="bytes">{m.memory * 1024 * 1024}</size>'
-        f'</node><node id="pci" class="bridge">{displays}</node>{disks}{nics}</node></node>\n'
-        "</list>\n"
-    )
 
 
 def machine_set_annotations(sim: Simulator, req: Request) -> Response:

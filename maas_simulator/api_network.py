@@ -5,16 +5,34 @@ resource pools, devices and the rack controller (MAAS 3.5's ``api/fabrics.py``, 
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from maas_client.status import NodeStatus
-from maas_simulator.errors import ApiError
+from maas_simulator.errors import ApiError, invalid
 from maas_simulator.interfaces import clear_links, remove_interface
 from maas_simulator.model import Simulator
-from maas_simulator.network import Fabric, IPRange, StaticRoute, Vlan
-from maas_simulator.render import device_json, rack_json, user_json
+from maas_simulator.network import (
+    API_PREFIX,
+    DnsResource,
+    Fabric,
+    IPRange,
+    StaticRoute,
+    Subnet,
+    Vlan,
+)
+from maas_simulator.render import device_json, event_time, iso_ms, rack_json, user_json
 from maas_simulator.site_forms import ip_range_form, static_route_form, vlan_form
-from maas_simulator.wire import Request, Response, deleted, form_data, require
+from maas_simulator.wire import (
+    Request,
+    Response,
+    deleted,
+    form_data,
+    hostname_problem,
+    require,
+    string_bool,
+    whole_number,
+)
 
 S = NodeStatus
 
@@ -178,6 +196,205 @@ def subnet_read(sim: Simulator, req: Request) -> Any:
     if not found:
         raise ApiError(404, "No Subnet matches the given query.")
     return sim.net.subnet_json(found[0].id)
+
+
+def _subnet(sim: Simulator, req: Request) -> Subnet:
+    found = sim.net.subnets_by_specifier(req.params["id"])
+    if not found:
+        raise ApiError(404, "No Subnet matches the given query.")
+    return found[0]
+
+
+def subnet_statistics(sim: Simulator, req: Request) -> Any:
+    return _subnet(sim, req).statistics()
+
+
+# IPADDRESS_TYPE: the kinds of address records MAAS lists
+AUTO, STICKY, USER_RESERVED = 0, 1, 4
+
+
+def subnet_ip_addresses(sim: Simulator, req: Request) -> Any:
+    """``op=ip_addresses`` (``render_json_for_related_ips``): every address assigned on the
+    subnet, by address: the nodes' links (AUTO, STICKY for a static link) with the node and the
+    interface they are on, the DNS resources' (user reserved) with the records.
+    ``with_username`` and ``with_summary`` (formencode ``StringBool``s, default true) leave out
+    the user and the node and record summaries."""
+    subnet = _subnet(sim, req)
+    with_username = string_bool(req.query, "with_username", default=True)
+    with_summary = string_bool(req.query, "with_summary", default=True)
+    if not string_bool(req.query, "with_node_summary", default=True):
+        with_summary = False
+    stamp = event_time(sim.clock.wall(sim.now()))
+    found: list[dict[str, Any]] = []
+    for node in sim.all_nodes():
+        for iface in node.interfaces:
+            for link in iface.links:
+                if link.subnet_id != subnet.id or not link.ip_address:
+                    continue
+                entry: dict[str, Any] = {
+                    "ip": link.ip_address,
+                    "alloc_type": STICKY if link.mode == "static" else AUTO,
+                    "created": stamp,
+                    "updated": stamp,
+                }
+                if with_summary:
+                    entry["node_summary"] = {
+                        "system_id": node.system_id,
+                        "node_type": node.node_type,
+                        "fqdn": f"{node.hostname}.maas",
+                        "hostname": node.hostname,
+                        "is_container": False,
+                        "via": iface.name,
+                    }
+                owner = getattr(node, "owner", None)
+                if with_username and owner:
+                    entry["user"] = owner
+                found.append(entry)
+    for record in sim.net.dns_resources.values():
+        for ip in record.ip_addresses:
+            if not subnet.contains(ip):
+                continue
+            entry = {"ip": ip, "alloc_type": USER_RESERVED, "created": stamp, "updated": stamp}
+            if with_username and record.user:
+                entry["user"] = record.user
+            if with_summary:
+                entry["dns_records"] = [
+                    {"id": record.id, "name": record.name, "domain": record.domain}
+                ]
+            found.append(entry)
+    return sorted(found, key=lambda e: ipaddress.ip_address(e["ip"]))
+
+
+# -- DNS resources ---------------------------------------------------------------------------------
+
+
+def dnsresource_json(sim: Simulator, record: DnsResource) -> dict[str, Any]:
+    """``DISPLAYED_DNSRESOURCE_FIELDS``; each address as a user-reserved IP record (recorded
+    against MAAS 3.5.10, errors.jsonl step 214)."""
+    owner = sim.users.get(record.user or "")
+    addresses: list[dict[str, Any]] = []
+    for ip in record.ip_addresses:
+        subnet = next((s for s in sim.subnets.values() if s.contains(ip)), None)
+        addresses.append(
+            {
+                "created": iso_ms(record.created),
+                "ip": ip,
+                "alloc_type": USER_RESERVED,
+                "subnet": sim.net.subnet_json(subnet.id) if subnet else None,
+                "owner": user_json(owner) if owner else None,
+                "alloc_type_name": "User reserved",
+                "interface_set": [],
+                "resource_uri": f"{API_PREFIX}ipaddresses/",
+            }
+        )
+    return {
+        "address_ttl": record.address_ttl,
+        "id": record.id,
+        "ip_addresses": addresses,
+        "resource_records": [],
+        "fqdn": f"{record.name}.{record.domain}",
+        "resource_uri": f"{API_PREFIX}dnsresources/{record.id}/",
+    }
+
+
+def dnsresources(sim: Simulator, req: Request) -> Any:
+    """``GET dnsresources/``: the records, filtered by ``name`` and ``domain`` (or an ``fqdn``
+    split into both); MAAS's implicit records of nodes only with ``all`` (not simulated)."""
+    name, domain = req.get("name"), req.get("domain")
+    fqdn = req.get("fqdn")
+    if name is None and domain is None and fqdn is not None:
+        name, _, domain = fqdn.partition(".")
+    return [
+        dnsresource_json(sim, r)
+        for r in sorted(sim.net.dns_resources.values(), key=lambda r: r.id)
+        if (name is None or r.name == name) and (domain is None or r.domain == domain)
+    ]
+
+
+def _dnsresource(sim: Simulator, req: Request) -> DnsResource:
+    ref = req.params["id"]
+    record = sim.net.dns_resources.get(int(ref)) if ref.isdigit() else None
+    if record is None:
+        raise ApiError(404, "No DNSResource matches the given query.")
+    return record
+
+
+def dnsresource_read(sim: Simulator, req: Request) -> Any:
+    return dnsresource_json(sim, _dnsresource(sim, req))
+
+
+def _dnsresource_form(
+    sim: Simulator, req: Request, record: DnsResource | None
+) -> tuple[str, str, int | None, list[str]]:
+    """``DNSResourceForm``: ``name`` and ``domain`` (a name or an id; unknown → 404), or an
+    ``fqdn`` split into both; ``address_ttl`` (0 to 2^31 - 1); ``ip_addresses`` separated by
+    spaces. Left out of an update, a field keeps its value."""
+    data = form_data(req)
+    name, domain = data.get("name"), data.get("domain")
+    if name is None and domain is None and data.get("fqdn"):
+        name, _, domain = data["fqdn"].partition(".")
+    errors: dict[str, list[str]] = {}
+    if domain is not None:
+        found = next((d for d in sim.net.domains.values() if domain in (d.name, str(d.id))), None)
+        if found is None:
+            raise ApiError(404, "No Domain matches the given query.")
+        domain = found.name
+    name = name if name is not None else (record.name if record else None)
+    domain = domain if domain is not None else (record.domain if record else None)
+    if not name:
+        errors["name"] = ["This field is required."]
+    elif problem := hostname_problem(name):
+        errors["name"] = [problem]
+    if not domain:
+        errors["domain"] = ["This field is required."]
+    ttl = whole_number(data, "address_ttl", errors, minimum=0, maximum=(1 << 31) - 1)
+    if "address_ttl" not in data and record is not None:
+        ttl = record.address_ttl
+    addresses = data["ip_addresses"].split() if "ip_addresses" in data else None
+    for ip in addresses or []:
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            errors.setdefault("ip_addresses", []).append(f"{ip} is not a valid IP address.")
+    if errors:
+        raise invalid(errors)
+    if addresses is None:
+        addresses = list(record.ip_addresses) if record else []
+    return str(name), str(domain), ttl, addresses
+
+
+def dnsresource_create(sim: Simulator, req: Request) -> Any:
+    assert req.user is not None
+    name, domain, ttl, addresses = _dnsresource_form(sim, req, None)
+    new = DnsResource(
+        max([0, *sim.net.dns_resources]) + 1, name, domain, ttl, addresses, req.user.username
+    )
+    new.created = sim.now()
+    _reserve(sim, addresses)
+    sim.net.dns_resources[new.id] = new
+    return dnsresource_json(sim, new)
+
+
+def dnsresource_update(sim: Simulator, req: Request) -> Any:
+    record = _dnsresource(sim, req)
+    name, domain, ttl, addresses = _dnsresource_form(sim, req, record)
+    _reserve(sim, addresses)
+    record.name, record.domain, record.address_ttl = name, domain, ttl
+    record.ip_addresses = addresses
+    return dnsresource_json(sim, record)
+
+
+def dnsresource_delete(sim: Simulator, req: Request) -> Response:
+    del sim.net.dns_resources[_dnsresource(sim, req).id]
+    return deleted()
+
+
+def _reserve(sim: Simulator, addresses: list[str]) -> None:
+    """A record's addresses are reserved on their subnets: never handed out to a node."""
+    for ip in addresses:
+        for subnet in sim.subnets.values():
+            if subnet.contains(ip) and not subnet.is_taken(ip):
+                subnet.take(ip)
 
 
 def static_routes(sim: Simulator, req: Request) -> Any:
@@ -355,10 +572,10 @@ def device_delete(sim: Simulator, req: Request) -> Response:
 
 
 def rack_controllers(sim: Simulator, req: Request) -> Any:
-    return [rack_json(sim)]
+    return [rack_json(sim)] if sim.rack_controller else []
 
 
 def rack_controller_read(sim: Simulator, req: Request) -> Any:
-    if req.params["system_id"] != sim.rack.system_id:
+    if req.params["system_id"] != sim.rack.system_id or not sim.rack_controller:
         raise ApiError(404, "No RackController matches the given query.")
     return rack_json(sim)

@@ -15,6 +15,7 @@ from maas_simulator.hardware import (
 )
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
+from maas_simulator.render import node_interface_json
 from maas_simulator.wire import Request, Response, deleted, node_or_404
 
 TEXT_FILTERS = ("vendor_id", "product_id", "vendor_name", "product_name", "commissioning_driver")
@@ -53,7 +54,20 @@ def nodedevices_list(sim: Simulator, req: Request) -> Any:
         if value is not None:
             devices = [d for d in devices if str(getattr(d, name) or "").lower() == value.lower()]
     system_id = req.params["system_id"]
-    return [node_device_json(system_id, d) for d in sorted(devices, key=lambda d: d.id)]
+    ifaces, disks = _nested(sim, req)
+    return [
+        node_device_json(system_id, d, ifaces, disks) for d in sorted(devices, key=lambda d: d.id)
+    ]
+
+
+def _nested(sim: Simulator, req: Request) -> tuple[dict[int, Any], dict[int, Any]]:
+    """The interfaces and block devices node devices point to, as their own reads show them."""
+    node = node_or_404(sim, req)
+    if not isinstance(node, Machine):
+        return {}, {}
+    ifaces = {i.id: node_interface_json(sim, node, i) for i in node.interfaces}
+    disks = {d.id: node.storage.device_json(node.system_id, d) for d in node.storage.physical}
+    return ifaces, disks
 
 
 def _device(sim: Simulator, req: Request) -> NodeDevice:
@@ -86,7 +100,7 @@ def _device(sim: Simulator, req: Request) -> NodeDevice:
 
 
 def nodedevice_read(sim: Simulator, req: Request) -> Any:
-    return node_device_json(req.params["system_id"], _device(sim, req))
+    return node_device_json(req.params["system_id"], _device(sim, req), *_nested(sim, req))
 
 
 def nodedevice_delete(sim: Simulator, req: Request) -> Response:

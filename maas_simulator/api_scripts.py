@@ -16,7 +16,7 @@ from maas_simulator.model import Simulator
 from maas_simulator.nodes import Node, ScriptResult, ScriptSet
 from maas_simulator.render import filter_results, script_json, script_set_json
 from maas_simulator.scripts import Script, translate_script_type
-from maas_simulator.wire import Request, Response, node_or_404
+from maas_simulator.wire import Request, Response, any_value, node_or_404
 
 CURRENT = {"current-commissioning": 0, "current-testing": 2, "current-installation": 1}
 BINARY = re.compile(r".+\.tar(\..+)?")
@@ -46,6 +46,11 @@ def _filters(req: Request) -> list[str] | None:
 # -- scripts --------------------------------------------------------------------------------------
 
 
+def commissioning_scripts(sim: Simulator, req: Request) -> Any:
+    """The legacy ``commissioning-scripts/``: the commissioning scripts' names, sorted."""
+    return sorted(s.name for s in sim.scripts.of_type(0))
+
+
 def scripts_list(sim: Simulator, req: Request) -> Any:
     """Every script, or those of a ``type``, a ``hardware_type``, or whose name or a tag is in
     ``filters``; ``include_script`` adds each revision's base64 text."""
@@ -63,7 +68,7 @@ def scripts_list(sim: Simulator, req: Request) -> Any:
     filters = _filters(req)
     if filters is not None:
         scripts = [s for s in scripts if s.name in filters or set(filters) & set(s.tags)]
-    include = _query(req, "include_script") is not None
+    include = any_value(req.query, "include_script")
     return [script_json(s, include) for s in scripts]
 
 
@@ -75,7 +80,7 @@ def _script(sim: Simulator, req: Request) -> Script:
 
 
 def script_read(sim: Simulator, req: Request) -> Any:
-    return script_json(_script(sim, req), _query(req, "include_script") is not None)
+    return script_json(_script(sim, req), any_value(req.query, "include_script"))
 
 
 def script_download(sim: Simulator, req: Request) -> Response:
@@ -109,7 +114,7 @@ def results_list(sim: Simulator, req: Request) -> Any:
     node = node_or_404(sim, req)
     kind = _query(req, "type")
     wanted = _result_type(kind) if kind is not None else None
-    include = _query(req, "include_output") is not None
+    include = any_value(req.query, "include_output")
     filters, hardware_type = _filters(req), _hardware_type(req)
     return [
         script_set_json(node, ss, include, filters, hardware_type)
@@ -125,6 +130,9 @@ def _script_set(sim: Simulator, req: Request) -> tuple[Node, ScriptSet]:
     ref = req.params["id"]
     if ref in CURRENT:
         sets = [s for s in node.script_sets if s.type == CURRENT[ref]]
+        if ref == "current-installation":  # only while the deployment holds it
+            current = getattr(node, "current_installation", None)
+            sets = [s for s in sets if s.id == current]
         if sets:
             return node, sets[-1]
     if not ref.isdigit():
@@ -141,7 +149,7 @@ def _script_set(sim: Simulator, req: Request) -> tuple[Node, ScriptSet]:
 
 def results_read(sim: Simulator, req: Request) -> Any:
     node, ss = _script_set(sim, req)
-    include = _query(req, "include_output") is not None
+    include = any_value(req.query, "include_output")
     return script_set_json(node, ss, include, _filters(req), _hardware_type(req))
 
 
@@ -163,17 +171,17 @@ def results_download(sim: Simulator, req: Request) -> Response:
     files: dict[str, bytes] = {}
     times: dict[str, float] = {}
     for r in filter_results(ss, _filters(req), _hardware_type(req)):
-        stdout = r.output if r.stdout is None else r.stdout
+        stdout = r.out() if r.stdout is None else r.stdout
         choices: dict[str, list[tuple[str | None, bytes]]] = {
-            "combined": [(None, r.output)],
+            "combined": [(None, r.out())],
             "stdout": [("out", stdout)],
             "stderr": [("err", r.stderr)],
             "result": [("yaml", r.result)],
-            "all": [(None, r.output), ("out", stdout), ("err", r.stderr), ("yaml", r.result)],
+            "all": [(None, r.out()), ("out", stdout), ("err", r.stderr), ("yaml", r.result)],
         }
         parts = choices.get(output, [])
         if BINARY.search(r.name):
-            parts = [(None, r.output)]
+            parts = [(None, r.out())]
         for extension, content in parts:
             title = r.name if BINARY.search(r.name) else _title(r, filetype, extension)
             files[title] = content

@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import shlex
 import string
 from typing import Any
 from urllib.parse import urlencode
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 
 from maas_simulator.errors import ApiError, invalid
 from maas_simulator.model import Simulator
@@ -26,6 +30,7 @@ from maas_simulator.wire import (
     Request,
     Response,
     deleted,
+    form_data,
     int_param,
     mandatory,
     raw,
@@ -55,8 +60,19 @@ def whoami(sim: Simulator, req: Request) -> Any:
     return user_json(req.user)
 
 
+# The region's own worker user (``get_worker_user``), created with the region: listed first,
+# never an API user (recorded against MAAS 3.5.10)
+WORKER_USER = {
+    "username": "MAAS",
+    "email": "maas@localhost",
+    "is_local": True,
+    "is_superuser": True,
+    "resource_uri": "/MAAS/api/2.0/users/MAAS/",
+}
+
+
 def users_list(sim: Simulator, req: Request) -> Any:
-    return [user_json(u) for u in sim.users.values()]
+    return [WORKER_USER, *(user_json(u) for u in sim.users.values())]
 
 
 def list_tokens(sim: Simulator, req: Request) -> Response:
@@ -137,6 +153,64 @@ def ssh_keys(sim: Simulator, req: Request) -> Any:
     return [_ssh_key_json(k) for k in sim.ssh_keys.values() if k.username == mine]
 
 
+OPENSSH_KEY_TYPES = (
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-dss",
+    "ssh-ed25519",
+    "ssh-rsa",
+)
+
+
+def ssh_key_problem(text: str) -> str | None:
+    """``normalise_openssh_public_key``: what is wrong with a public key, in MAAS's words (its
+    ``ssh-keygen`` round trip stands here as parsing the key), or None."""
+    parts = text.split()
+    if len(parts) < 2:
+        return (
+            "Key should contain 2 or more space separated parts (key type, base64-encoded "
+            f"key, optional comments), not {len(parts)}: {' '.join(map(shlex.quote, parts))}"
+        )
+    if parts[0] not in OPENSSH_KEY_TYPES:
+        return (
+            f"Key type {shlex.quote(parts[0])} not recognised; it should be one of: "
+            f"{' '.join(OPENSSH_KEY_TYPES)}"
+        )
+    try:
+        serialization.load_ssh_public_key(f"{parts[0]} {parts[1]}".encode())
+    except (ValueError, UnsupportedAlgorithm):
+        return "Key could not be converted to RFC4716 form."
+    return None
+
+
+def ssh_key_create(sim: Simulator, req: Request) -> Response:
+    """``POST account/prefs/sshkeys/`` (``key``; ``user`` for an admin adding someone else's):
+    201 with the key; an invalid key, or one the user has, is a 400 on ``key``."""
+    assert req.user is not None
+    owner = req.user.username
+    named = form_data(req).get("user")
+    if named is not None:
+        if not req.user.is_superuser:
+            raise ApiError(400, "Only administrators can specify a user when creating an SSH key.")
+        if named not in sim.users:
+            raise ApiError(400, "Supplied username does not match any current users.")
+        owner = named
+    key = form_data(req).get("key", "").strip()
+    if not key:
+        raise invalid({"key": ["This field is required."]})
+    problem = ssh_key_problem(key)
+    if problem is not None:
+        raise invalid({"key": [f"Invalid SSH public key: {problem}"]})
+    if any(k.username == owner and k.key == key for k in sim.ssh_keys.values()):
+        raise invalid({"key": ["This key has already been added for this user."]})
+    new = SSHKey(max([0, *sim.ssh_keys]) + 1, owner, key)
+    sim.ssh_keys[new.id] = new
+    # DISPLAY_SSHKEY_FIELDS through the JSON emitter: no resource_uri, keysource null
+    shown = {"key": new.key, "keysource": None, "id": new.id}
+    return Response(201, json.dumps(shown).encode())
+
+
 def _ssh_key(sim: Simulator, req: Request) -> SSHKey:
     ref = req.params["id"]
     key = sim.ssh_keys.get(int(ref)) if ref.isdigit() else None
@@ -205,10 +279,41 @@ def get_config(sim: Simulator, req: Request) -> Any:
         raise ApiError(400, "No provided name!")
     if name not in sim.config:
         valid = ", ".join(sorted(sim.config))
+        raise ApiError(
+            400,
+            {name: [f"{name} is not a valid config setting (valid settings are: {valid})."]},
+            json_body=True,
+            content_type="application/json",
+        )
+    # the handler answers HttpResponse(json.dumps(value), content_type="application/json")
+    return Response(200, json.dumps(sim.config[name]).encode(), "application/json")
+
+
+UBUNTU_TITLES = {
+    "jammy": "Ubuntu 22.04 LTS",
+    "noble": "Ubuntu 24.04 LTS",
+    "focal": "Ubuntu 20.04 LTS",
+}
+
+
+def set_config(sim: Simulator, req: Request) -> Response:
+    """``op=set_config`` (admin): ``name`` and ``value`` of a setting the simulator knows; the
+    value is kept as sent (a string), except the booleans and numbers its default has."""
+    name = mandatory(req, "name")
+    value = req.data.get("value", [""])[0]
+    if name not in sim.config:
+        valid = ", ".join(sorted(sim.config))
         raise invalid(
             {name: [f"{name} is not a valid config setting (valid settings are: {valid})."]}
         )
-    return sim.config[name]
+    current = sim.config[name]
+    if isinstance(current, bool):
+        sim.config[name] = value.strip().lower() in ("true", "1", "yes", "on")
+    elif isinstance(current, int) and value.strip().lstrip("-").isdigit():
+        sim.config[name] = int(value)
+    else:
+        sim.config[name] = value
+    return Response(200, b"OK", "text/plain; charset=utf-8")
 
 
 def boot_resources(sim: Simulator, req: Request) -> Any:
@@ -220,6 +325,10 @@ def boot_resources(sim: Simulator, req: Request) -> Any:
             "architecture": b.architecture,
             "resource_uri": f"{API_PREFIX}boot-resources/{b.id}/",
             "last_deployed": None,
+            "title": UBUNTU_TITLES.get(b.name.split("/")[-1], b.name),
+            "platform": "generic",
+            "subarches": f"generic,{b.architecture.split('/')[-1]}",
+            "supported_platforms": "generic",
         }
         for b in sim.boot_resources
     ]
@@ -245,12 +354,51 @@ EVENT_URI_PARAMS = frozenset(
 )
 
 
+EVENT_MAC = re.compile(r"^([0-9a-fA-F]{1,2}[:-]){5}[0-9a-fA-F]{1,2}$")
+
+
+def event_nodes(sim: Simulator, req: Request) -> set[str] | None:
+    """``filtered_nodes_list_from_request``: the machines whose events are asked for, None for
+    all. Repeated ``id``, ``hostname``, ``mac_address``, ``domain`` values are OR-ed; every
+    filter given narrows the rest (AND), ``zone``, ``pool`` and ``agent_name`` too; a malformed
+    MAC is a 400 before anything is read; MACs are matched as written (query string only)."""
+    query = req.query
+    macs = query.get("mac_address")
+    if macs is not None:
+        bad = [m for m in macs if not EVENT_MAC.match(m)]
+        if bad:
+            raise ApiError(400, f"Invalid MAC address(es): {', '.join(bad)}")
+    names = ("id", "mac_address", "hostname", "domain", "zone", "pool", "agent_name")
+    if not any(name in query for name in names):
+        return None
+    single = {k: query[k][0] for k in ("zone", "pool", "agent_name") if k in query}
+    kept = set()
+    for m in sim.machines.values():
+        if "id" in query and m.system_id not in query["id"]:
+            continue
+        if macs is not None and not set(macs) & {i.mac_address for i in m.interfaces}:
+            continue
+        if "hostname" in query and m.hostname not in query["hostname"]:
+            continue
+        if "domain" in query and "maas" not in query["domain"]:
+            continue  # every simulated machine is in the default domain
+        if "zone" in single and m.zone != single["zone"]:
+            continue
+        if "pool" in single and m.pool != single["pool"]:
+            continue
+        if "agent_name" in single and m.agent_name != single["agent_name"]:
+            continue
+        kept.add(m.system_id)
+    return kept
+
+
 def events_query(sim: Simulator, req: Request) -> Any:
     after = int_param(req, "after", None)
     before = int_param(req, "before", None)
     level = req.get("level") or "INFO"
     limit = int_param(req, "limit", 100)
-    assert limit is not None
+    if limit is None:  # ``limit=``: formencode's None meets MAAS's ``limit > 1000``
+        raise ApiError(500, "'>' not supported between instances of 'NoneType' and 'int'")
     if limit > 1000:
         raise ApiError(400, f"Requested number of events {limit} is greater than limit: 1000")
     limit = max(limit, 1)
@@ -260,16 +408,8 @@ def events_query(sim: Simulator, req: Request) -> Any:
         raise ApiError(
             400, "There is undetermined behaviour when both `after` and `before` are specified."
         )
-    ids, hostnames = set(req.all("id")), set(req.all("hostname"))
-    macs = {m.lower() for m in req.all("mac_address")}
-    if ids or hostnames or macs:
-        sids = {
-            m.system_id
-            for m in sim.machines.values()
-            if m.system_id in ids
-            or m.hostname in hostnames
-            or macs & {i.mac_address for i in m.interfaces}
-        }
+    sids = event_nodes(sim, req)
+    if sids is not None:
         pool = sorted(
             (e for sid in sids for e in sim.events_by_node.get(sid, [])), key=lambda e: e.id
         )

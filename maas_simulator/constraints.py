@@ -298,7 +298,9 @@ class Filter:
         for v in values:
             if not mac.match(v):
                 self.error(name, f"'{v}' is not a valid MAC address.")
-        return [v.lower().replace("-", ":") for v in values]
+        # valid in either form, but matched as written: the dashed form finds nothing
+        # (recorded against MAAS 3.5.10, listings.jsonl step 40)
+        return list(values)
 
     def _clean_storage(self, name: str, values: list[str]) -> str | None:
         value = values[-1] if values else ""

@@ -6,6 +6,7 @@ form error a 400 JSON body); the HTTP layer turns them into answers.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -19,12 +20,30 @@ class ApiError(Exception):
         *,
         json_body: bool = False,
         headers: dict[str, str] | None = None,
+        content_type: str | None = None,
     ) -> None:
         super().__init__(str(body))
         self.status = status
         self.body = body
         self.json_body = json_body
         self.headers = headers or {}
+        self._content_type = content_type
+
+    @property
+    def content_type(self) -> str:
+        """What MAAS labels it (recorded against MAAS 3.5.10): a form error is JSON, a piston
+        ``Http404`` is bare ``text/plain``, an OAuth refusal piston's ``text/html``, any other
+        refusal ``text/plain; charset=utf-8``."""
+        if self._content_type is not None:
+            return self._content_type
+        if self.json_body:
+            return "application/json; charset=utf-8"
+        if self.status == 404 and NOT_FOUND.match(str(self.body)):
+            return "text/plain"
+        return "text/plain; charset=utf-8"
+
+
+NOT_FOUND = re.compile(r"^No \w+ matches the given query\.$")
 
 
 def conflict(message: str) -> ApiError:  # NodeStateViolation

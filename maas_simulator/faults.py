@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from maas_simulator.nodes import Machine
 
-FAULT_KINDS = ("503", "409", "502", "slow", "drop_after_apply")
+FAULT_KINDS = ("503", "409", "502", "slow", "drop_after_apply", "503_after_apply")
 
 
 @dataclass
@@ -19,7 +19,9 @@ class RequestFault:
     method: str | None = None
     op: str | None = None
     system_id: str | None = None
-    retry_after: int = 1
+    # the Retry-After header of 503 (MAAS's RETRY_AFTER_SERVICE_UNAVAILABLE, 10) and 409 (its
+    # RETRY_AFTER_CONFLICT, 5); None: sent without one
+    retry_after: int | None = None
     delay: float = 0.0  # real seconds, for "slow"
 
     @classmethod
@@ -60,6 +62,8 @@ class MachineFaults:
     nic_slow: dict[str, int] = field(default_factory=dict)  # NIC name → negotiated Mbit/s
     script_fails: list[str] = field(default_factory=list)  # testing scripts that exit 1
     script_hangs: list[str] = field(default_factory=list)  # testing scripts that never report
+    # what testing scripts print, by name: such a script fetches no URL (the node side as played)
+    script_outputs: dict[str, str] = field(default_factory=dict)
     gpu_lost_after_deploy: int = 0  # the first hardware sync after deploy finds fewer GPUs
     hw_sync_stops: bool = False  # no hardware sync after deploy's first stamp
     erase_fails: list[str] = field(default_factory=list)  # disks (kernel names) wipe-disks fails
@@ -78,6 +82,10 @@ class MachineFaults:
             isinstance(v, int) and v >= 0 for v in fault.nic_slow.values()
         ):
             raise ValueError("machine fault nic_slow maps NIC names to Mbit/s")
+        if not isinstance(fault.script_outputs, dict) or not all(
+            isinstance(v, str) for v in fault.script_outputs.values()
+        ):
+            raise ValueError("machine fault script_outputs maps script names to their output")
         for name in ("script_fails", "script_hangs", "erase_fails"):
             value = getattr(fault, name)
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

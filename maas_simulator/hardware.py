@@ -88,6 +88,7 @@ class NicSpec:
     numa_node: int = 0
     sriov_max_vf: int = 0
     pci_address: str | None = None  # None: given by the machine's slot layout
+    name: str | None = None  # the name the machine's OS gives the port (commissioning reads it)
 
     @property
     def rated(self) -> int:
@@ -185,9 +186,15 @@ class NodeDevice:
         return (self.vendor_id, self.product_id, address)
 
 
-def node_device_json(system_id: str, d: NodeDevice) -> dict[str, Any]:
-    """``NodeDeviceHandler.fields``. The two foreign keys are rendered as the ids of the block
-    device and interface they point to (docs/simulator.md, "Hardware")."""
+def node_device_json(
+    system_id: str,
+    d: NodeDevice,
+    interfaces: dict[int, dict[str, Any]] | None = None,
+    disks: dict[int, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``NodeDeviceHandler.fields``. The two foreign keys nest the whole interface and block
+    device they point to, as MAAS renders them (``interfaces``, ``disks``: their JSON by id;
+    recorded against MAAS 3.5.10)."""
     return {
         "id": d.id,
         "bus": d.bus,
@@ -196,8 +203,8 @@ def node_device_json(system_id: str, d: NodeDevice) -> dict[str, Any]:
         "hardware_type_name": HARDWARE_TYPES[d.hardware_type][0],
         "system_id": system_id,
         "numa_node": d.numa_node,
-        "physical_blockdevice": d.physical_blockdevice,
-        "physical_interface": d.physical_interface,
+        "physical_blockdevice": (disks or {}).get(d.physical_blockdevice or -1),
+        "physical_interface": (interfaces or {}).get(d.physical_interface or -1),
         "vendor_id": d.vendor_id,
         "product_id": d.product_id,
         "vendor_name": d.vendor_name,

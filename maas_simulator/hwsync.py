@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from maas_client.status import NodeStatus
+from maas_simulator import scripts
 from maas_simulator.inventory import apply_nics, gpus_gone, update_node_devices
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine
@@ -20,7 +21,7 @@ from maas_simulator.nodes import Machine
 S = NodeStatus
 DEFAULT_INTERVAL = 15 * 60  # config hardware_sync_interval "15m"
 # the deploy-info outputs of the current commissioning run that a sync overwrites in place
-DEPLOY_INFO = {"00-maas-04-lshw", "50-maas-01-commissioning"}
+DEPLOY_INFO = scripts.DEPLOY_INFO  # the commissioning outputs a sync refreshes
 DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
 
 

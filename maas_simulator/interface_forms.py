@@ -119,6 +119,8 @@ class _Form:
             vendor=None,
             product=None,
             firmware_version=None,
+            # a VLAN interface reports no carrier of its own (recorded against MAAS 3.5.10)
+            link_connected=kind != "vlan",
         )
 
 

@@ -103,12 +103,11 @@ def is_enabled(iface: Interface, siblings: list[Interface]) -> bool:
 def interface_json(
     net: Network, system_id: str, iface: Interface, siblings: list[Interface]
 ) -> dict[str, Any]:
-    """``DISPLAYED_INTERFACE_FIELDS``: ``parents`` and ``children`` by name; ``params`` is ""
-    for a NIC nothing was set on, else a dict (``mtu``, ``bond_*``, ``bridge_*``)."""
+    """``DISPLAYED_INTERFACE_FIELDS``: ``parents`` and ``children`` by name; ``params`` a dict
+    (``mtu``, ``bond_*``, ``bridge_*``), ``{}`` for a NIC nothing was set on (3.5 source: the
+    field's default is ``dict``; recorded against MAAS 3.5.10)."""
     vlan = net.vlan_json(iface.vlan_id) if iface.vlan_id is not None else None
-    params: dict[str, Any] | str = ""
-    if iface.params is not None or iface.mtu is not None:
-        params = {**(iface.params or {}), **({"mtu": iface.mtu} if iface.mtu else {})}
+    params = {**(iface.params or {}), **({"mtu": iface.mtu} if iface.mtu else {})}
     return {
         "system_id": system_id,
         "id": iface.id,

@@ -173,6 +173,8 @@ def apply_nics(m: Machine) -> None:
         if iface.type != "physical":
             continue
         spec = nic_spec(m, iface.mac_address)
+        if spec.name:
+            iface.name = spec.name  # MAAS names a NIC as the machine's OS reports it
         iface.vendor, iface.product = spec.vendor, spec.product
         iface.firmware_version = spec.firmware_version
         iface.numa_node, iface.sriov_max_vf = spec.numa_node, spec.sriov_max_vf
@@ -256,13 +258,17 @@ def node_devices(m: Machine, new_id: Callable[[], int]) -> list[NodeDevice]:
     return m.node_devices
 
 
-def read_hardware(m: Machine, new_id: Callable[[], int]) -> list[Change]:
+def read_hardware(
+    m: Machine, new_id: Callable[[], int], *, networking: bool = True
+) -> list[Change]:
     """What the commissioning hook records besides disks and links: NUMA nodes,
-    ``hardware_info``, the NIC attributes, the node devices. A machine's first read makes its
-    devices when first needed (seeding 10,000 machines stays cheap); nothing to report then."""
+    ``hardware_info``, the NIC attributes (not with ``skip_networking``), the node devices. A
+    machine's first read makes its devices when first needed (seeding 10,000 machines stays
+    cheap); nothing to report then."""
     m.numa_nodes = max(m.hardware.numa_nodes, 1)
     m.hardware_info = m.hardware.info.read(m.hardware_uuid[-12:])
-    apply_nics(m)
+    if networking:
+        apply_nics(m)
     if not m.node_devices:
         m.devices_due = gpus_gone(m)
         return []

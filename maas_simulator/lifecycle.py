@@ -8,14 +8,14 @@ Called by the API with the simulator lock held. Refusals raise MAAS's answers (`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from maas_client.status import RELEASABLE, NodeStatus
 from maas_simulator import hwsync, runner
 from maas_simulator.errors import ApiError, conflict, invalid
 from maas_simulator.model import Simulator
 from maas_simulator.nodes import Machine, ScriptResult, ScriptSet
-from maas_simulator.outputs import wipe_output
+from maas_simulator.outputs import BMC_CONFIG_SKIPPED, wipe_output
 from maas_simulator.scripts import RELEASE
 from maas_simulator.scriptsets import clean_old, new_results, select
 from maas_simulator.users import User
@@ -52,6 +52,7 @@ ERASE_STEPS = (
 )
 ERASE_SECONDS = {"quick": 30, "secure": 180, "full": 120}
 RELEASE_POWER_OFF_AT = 10
+BMC_CONFIG = "30-maas-01-bmc-config"
 
 
 def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> None:
@@ -64,6 +65,7 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
             500, "Unconfigured power type. Please configure the power type and try again."
         )
     ordinal = m.next_count("commission")
+    old_status = m.status
     sim.start_op(m, "commission")
     m.owner = user.username
     m.error_description = ""
@@ -75,13 +77,27 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
         sim.clear_networking(m)
     sim.set_status(m, S.COMMISSIONING)
     sim.script_set(m, 0, passed=None)
+    if params.get("skip_bmc_config"):
+        number = list(sim.users).index(user.username) + 2  # after MAAS's own worker user
+        sim.skip_commissioning_script(
+            m, BMC_CONFIG, BMC_CONFIG_SKIPPED.format(user=f"{user.username} ({number})")
+        )
+    tests = [n for n in (params.get("testing_scripts") or "").split(",") if n]
+    run_tests = "none" not in tests
+    # MAAS makes the testing run with the commissioning run (Pending, the per-disk parameters
+    # a placeholder until the disks are known) and regenerates it once they are
+    tests_run = sim.testing_set(m, tests or ["commissioning"], passed=False) if run_tests else None
     sim.schedule_timeout(m, S.COMMISSIONING)
+    sim.timeline(m, COMMISSION_STEPS, until=0)  # the status's INFO event, whatever follows
+    if problem := no_rack_for(sim, m):
+        bmc_unavailable(sim, m, user, problem, old_status)
     if m.faults.bmc_unreachable:
         sim.schedule(m, 3, lambda sim, mm: power_failure(sim, mm, "on"))
         return
     if boots_elsewhere(sim, m):
         return
-    sim.timeline(m, COMMISSION_STEPS, until=1e9)
+    sim.timeline(m, COMMISSION_STEPS[1:], until=1e9)
+    sim.schedule(m, COMMISSION_STEPS[-1][0], lambda sim, mm: sim.run_commissioning(mm))
     if ordinal in m.faults.commission_failure:
 
         def fail(sim: Simulator, mm: Machine) -> None:
@@ -91,8 +107,8 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
                 "Node commissioning failure",
                 "'cloudinit' running modules for final",
             )
-            sim.finish_script_set(
-                mm, 0, passed=False, output=b"50-maas-01-commissioning: lshw exited 1\n"
+            sim.finish_commissioning(
+                mm, passed=False, output=b"50-maas-01-commissioning: lshw exited 1\n"
             )
             sim.mark_failed(
                 mm,
@@ -103,19 +119,21 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
 
         sim.schedule(m, COMMISSION_TESTING_AT - 10, fail)
         return
-    tests = [n for n in (params.get("testing_scripts") or "").split(",") if n]
-    run_tests = "none" not in tests
 
     def processed(sim: Simulator, mm: Machine) -> None:
         # The commissioning output is processed: hardware, default layout, networking.
-        sim.discover(mm, storage=not params.get("skip_storage"))
+        sim.discover(
+            mm,
+            storage=not params.get("skip_storage"),
+            networking=not params.get("skip_networking"),
+        )
         if not params.get("skip_storage"):
             sim.apply_layout(mm, sim.config["default_storage_layout"])
         if not params.get("skip_networking"):
             sim.reset_networking(mm)
 
     def ready(sim: Simulator, mm: Machine) -> None:
-        sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
+        sim.finish_commissioning(mm, passed=True)
         processed(sim, mm)
         mm.owner = None
         mm.power_state = "off"
@@ -129,10 +147,11 @@ def commission(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -
     def testing(sim: Simulator, mm: Machine) -> None:
         # The tests run once the hardware is known (MAAS regenerates the per-disk results
         # after commissioning); the runner's last signal moves the machine on.
-        sim.finish_script_set(mm, 0, passed=True, output=b"commissioning ok\n")
+        sim.finish_commissioning(mm, passed=True)
         processed(sim, mm)
         sim.set_status(mm, S.TESTING)
-        ss = sim.testing_set(mm, tests or ["commissioning"], passed=False)
+        assert tests_run is not None
+        ss = sim.regenerate_testing(mm, tests_run, tests or ["commissioning"])
         seconds = COMMISSION_READY_AT - COMMISSION_TESTING_AT
         runner.start(sim, mm, ss, at=0, seconds=seconds)
 
@@ -166,6 +185,43 @@ def boots_elsewhere(sim: Simulator, m: Machine) -> bool:
     return elsewhere
 
 
+def no_rack_for(sim: Simulator, m: Machine, *, query: bool = False) -> str | None:
+    """``_get_bmc_client_connection_info``: on a region without a rack controller no power
+    action reaches a BMC (a ``manual`` machine needs none, but a power query goes to a rack
+    for it too): MAAS's PowerProblem text, else None."""
+    if sim.rack_controller or (m.power_type == "manual" and not query):
+        return None
+    return f"No rack controllers can access the BMC of node {m.hostname}"
+
+
+def bmc_unavailable(
+    sim: Simulator, m: Machine, user: User | None, problem: str, old: NodeStatus | None
+) -> NoReturn:
+    """A power action no rack can carry out: MAAS logs it, answers 503 with the text (no
+    ``Retry-After``: a PowerProblem), and when the action was a commissioning or a deploy,
+    puts the machine back where it was (``_start_bmc_unavailable``: the change was committed
+    before the power action failed, so the machine keeps its owner; the runs' unfinished
+    results end Aborted). Recorded against MAAS 3.5.10 (onboarding-sequence.jsonl 13-18)."""
+    who = user.username if user is not None else "unknown"
+    sim.event(m, "WARNING", "Failed to query node's BMC", f"({who}) - {problem}", user=who)
+    if old is not None:
+        owner = m.owner
+        sim.event(
+            m,
+            "WARNING",
+            "Failed to query node's BMC",
+            f"({who}) - Aborting {m.status.name} and reverting to {old.name}. Unable to power "
+            "control the node. Please check power credentials.",
+        )
+        sim.start_op(m, "bmc-unavailable")  # what the action scheduled does not happen
+        sim.end_running_scripts(m, 5)
+        if m.status == S.DEPLOYING:
+            sim.release_auto_ips(m)
+        sim.set_status(m, old)
+        m.owner = owner
+    raise ApiError(503, problem)
+
+
 def power_failure(sim: Simulator, m: Machine, change: str) -> None:
     """What the rack reports when the BMC cannot be reached (``power_change_failure``)."""
     message = (
@@ -186,6 +242,7 @@ def acquire(sim: Simulator, m: Machine, user: User, agent_name: str, comment: st
     sim.set_status(m, S.ALLOCATED)
     m.owner = user.username
     m.agent_name = agent_name
+    m.token = None  # op=allocate sets the caller's
 
 
 def deploy_refusal(m: Machine) -> None:
@@ -194,10 +251,15 @@ def deploy_refusal(m: Machine) -> None:
     if not any(
         k.mode != "link_up" and k.subnet_id is not None for i in m.interfaces for k in i.links
     ):
-        raise invalid({"network": ["Node must be configured to use a network"]})
+        raise ApiError(  # a model ValidationError: JSON without a charset (recorded)
+            400,
+            {"network": ["Node must be configured to use a network"]},
+            json_body=True,
+            content_type="application/json",
+        )
     issues = m.storage.layout_issues()
     if issues:
-        raise invalid({"storage": issues})
+        raise ApiError(400, {"storage": issues}, json_body=True, content_type="application/json")
 
 
 def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> None:
@@ -211,26 +273,36 @@ def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> No
         raise ApiError(403, "")  # no edit permission on someone else's machine
     if m.status != S.ALLOCATED:  # DEPLOYING not in NODE_TRANSITIONS[status]
         raise conflict(f"Can't deploy a machine that is in the '{m.status.label}' state")
-    ordinal = m.next_count("deploy")
-    sim.start_op(m, "deploy")
     m.osystem = "ubuntu"
     m.distro_series = params["distro_series"]
     m.hwe_kernel = params.get("hwe_kernel") or None
     m.user_data = params.get("user_data")
     hwsync.enable(sim, m, bool(params.get("enable_hw_sync")))
+    start_deployment(sim, m, user, "")
+
+
+def start_deployment(sim: Simulator, m: Machine, user: User, comment: str) -> None:
+    """``Node.start`` of an Allocated machine, which is a deployment: the deploy op sets the
+    OS first; ``power_on`` of an Allocated machine deploys it as it is (its OS empty: MAAS
+    boots the default one). Recorded: errors.jsonl 167-170."""
+    ordinal = m.next_count("deploy")
+    sim.start_op(m, "deploy")
     m.error_description = ""
-    sim.request_event(m, "User starting deployment", "start", "", user)
+    sim.request_event(m, "User starting deployment", "start", comment, user)
     sim.set_status(m, S.DEPLOYING)
-    sim.script_set(m, 1, passed=None)
+    m.current_installation = sim.script_set(m, 1, passed=None).id
     sim.schedule_timeout(m, S.DEPLOYING)
+    sim.timeline(m, DEPLOY_STEPS, until=0)  # the status's INFO event, whatever follows
     # The AUTO addresses are claimed after the commit, a moment after MAAS answers.
     sim.schedule(m, 0, lambda sim, mm: sim.claim_auto_ips(mm))
+    if problem := no_rack_for(sim, m):
+        bmc_unavailable(sim, m, user, problem, S.ALLOCATED)
     if m.faults.bmc_unreachable:
         sim.schedule(m, 3, lambda sim, mm: power_failure(sim, mm, "on"))
         return
     power_on(sim, m)
     if ordinal in m.faults.deploy_curtin_failure:
-        sim.timeline(m, DEPLOY_STEPS, until=90)
+        sim.timeline(m, DEPLOY_STEPS[1:], until=90)
 
         def curtin_fail(sim: Simulator, mm: Machine) -> None:
             sim.event(mm, "ERROR", "Node installation failure", "'curtin' command install")
@@ -247,7 +319,7 @@ def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> No
 
         sim.schedule(m, 120, curtin_fail)
         return
-    sim.timeline(m, DEPLOY_STEPS, until=1e9)
+    sim.timeline(m, DEPLOY_STEPS[1:], until=1e9)
 
     def install_log(sim: Simulator, mm: Machine) -> None:
         mm.netboot = False  # curtin's netboot_off ("Installation complete")
@@ -279,12 +351,9 @@ def deploy(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> No
         # cloud-init of the installed OS asks for user-data: MAAS ends the deployment.
         sim.set_status(mm, S.DEPLOYED)
         hwsync.start(sim, mm)
-        sim.event(
-            mm,
-            "INFO",
-            "Image Deployed",
-            f"deployed {mm.osystem}/{mm.distro_series}/{mm.architecture}",
-        )
+        osystem = mm.osystem or sim.config["default_osystem"]
+        series = mm.distro_series or sim.config["default_distro_series"]
+        sim.event(mm, "INFO", "Image Deployed", f"deployed {osystem}/{series}/{mm.architecture}")
         sim.event(mm, "INFO", "Deployed", "")
         if sim.node_side is not None:
             sim.node_side(sim, mm)  # the node side (enrollment call) plugs in here
@@ -322,14 +391,15 @@ def release(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> N
     wipe_only = scripts == ["wipe-disks"]
     # Only the wipe-disks release script: MAAS keeps the old "Disk erasing" statuses. The
     # machine keeps its owner and OS until the scripts have run and release() runs.
+    # No status timeout while the scripts run, in either status: start_releasing's _start sets
+    # status_expires only for a deployment, so MAAS 3.5 waits for the node for ever; the
+    # 5-minute Releasing timeout starts with the power-off of the release itself.
     if wipe_only:
         sim.request_event(m, "User erasing disk", "start disk erasing", comment, user)
         sim.set_status(m, S.DISK_ERASING)
-        sim.schedule_timeout(m, S.DISK_ERASING)
     else:
         sim.request_event(m, "User releasing node", "start node releasing", comment, user)
         sim.set_status(m, S.RELEASING)
-        sim.schedule_timeout(m, S.RELEASING)
     m.power_state = "on"
     sim.timeline(m, ERASE_STEPS, until=1e9)
     failing = ordinal in m.faults.erase_failure
@@ -343,7 +413,8 @@ def release(sim: Simulator, m: Machine, user: User, params: dict[str, Any]) -> N
 def _run_release_scripts(
     sim: Simulator, m: Machine, ss: ScriptSet, wipe_only: bool, failing: bool
 ) -> None:
-    sim.schedule(m, ERASE_STEPS[-1][0], lambda sim, mm: _wipe_started(sim, mm, ss))
+    if not wipe_only:  # Disk erasing: MAAS stores nothing the node reports (below)
+        sim.schedule(m, ERASE_STEPS[-1][0], lambda sim, mm: _wipe_started(sim, mm, ss))
     seconds = max((ERASE_SECONDS[wipe_mode(r)] for r in ss.results), default=0)
     sim.schedule(m, seconds, lambda sim, mm: _released_scripts(sim, mm, ss, wipe_only, failing))
 
@@ -353,8 +424,6 @@ def resume_release(sim: Simulator, m: Machine) -> None:
     on from where it hung, its scripts running and reporting as they would have."""
     stuck, m.stuck_release = m.stuck_release, None
     if stuck is not None and m.status in (S.DISK_ERASING, S.RELEASING):
-        m.op_id += 1  # as if it had never hung: the hang's pending timeout no longer applies
-        sim.schedule_timeout(m, m.status)
         _run_release_scripts(sim, m, *stuck)
 
 
@@ -391,17 +460,27 @@ def _released_scripts(
     sim: Simulator, m: Machine, ss: ScriptSet, wipe_only: bool, failing: bool
 ) -> None:
     """The release scripts report: ``wipe-disks``' per-disk lines (``erase_fails`` names the
-    disks that fail; ``erase_failure`` fails the wipe of that release outright)."""
+    disks that fail; ``erase_failure`` fails the wipe of that release outright).
+
+    In Disk erasing (``wipe-disks`` alone) MAAS 3.5 keeps none of it: its metadata handler for
+    that status (``_process_disk_erasing``) stores no result, so the ``wipe-disks`` result stays
+    Pending with no output whatever the node reported, and only the status and the ``Disks
+    erased`` event tell (recorded against MAAS 3.5.10: onboarding-sequence.jsonl 158, 169,
+    244). Releasing (any other script list) stores them (``_process_releasing``, step 184)."""
     disks = [str(d["name"]) for d in m.hardware.disks or []]
     passed = True
     for r in ss.results:
+        if r.name != "wipe-disks":  # another release script (the site's own): it passes
+            sim.set_result(m, ss, r, 2, output=f"{r.name}: done\n".encode(), exit_status=0)
+            continue
         mode = wipe_mode(r)
         fails = {disks[0]} if failing and disks else set(m.faults.erase_fails)
         secure, quick = mode == "secure", bool(r.parameters.get("quick_erase", {}).get("value"))
         if failing:
             secure = quick = False  # the failure of that release is its zeroing's
         output, ok = wipe_output(disks, secure, quick, fails)
-        sim.set_result(m, ss, r, 2 if ok else 3, output=output, exit_status=0 if ok else 1)
+        if not wipe_only:
+            sim.set_result(m, ss, r, 2 if ok else 3, output=output, exit_status=0 if ok else 1)
         passed = passed and ok
     m.power_state = "off" if not passed else m.power_state
     if not passed:
@@ -418,6 +497,7 @@ def start_release(sim: Simulator, m: Machine) -> None:
     """``Node._release``: RELEASING, clear the deployment, power off, then finalise."""
     sim.set_status(m, S.RELEASING)
     m.osystem = m.distro_series = ""
+    m.current_installation = None
     m.hwe_kernel = None
     m.enable_hw_sync, m.last_sync, m.sync_interval = False, None, None
     m.user_data = None
@@ -502,6 +582,7 @@ def mark_broken(sim: Simulator, m: Machine, user: User, comment: str) -> None:
     if m.status in RELEASABLE:  # release first (RELEASING, OS cleared, power off)
         sim.set_status(m, S.RELEASING)
         m.osystem = m.distro_series = ""
+        m.current_installation = None
         m.agent_name = ""
         sim.release_auto_ips(m)
         m.storage.release()
@@ -546,6 +627,10 @@ def power(sim: Simulator, m: Machine, user: User, on: bool, comment: str = "") -
     """power_on / power_off: MAAS answers at once; the BMC is driven after the commit."""
     if on and m.owner is None:
         raise conflict("Can't start node: it hasn't been allocated.")
+    if on and m.status == S.ALLOCATED:  # Node.start of an Allocated machine deploys it
+        deploy_refusal(m)
+        start_deployment(sim, m, user, comment)
+        return
     change = "on" if on else "off"
     sim.request_event(
         m,
@@ -554,6 +639,8 @@ def power(sim: Simulator, m: Machine, user: User, on: bool, comment: str = "") -
         comment,
         user,
     )
+    if problem := no_rack_for(sim, m):
+        bmc_unavailable(sim, m, user, problem, None)
     sim.event(m, "INFO", "Powering on" if on else "Powering off", "")
     if m.faults.bmc_unreachable:
         sim.schedule(m, 3, lambda sim, mm: power_failure(sim, mm, change))
@@ -564,7 +651,9 @@ def power(sim: Simulator, m: Machine, user: User, on: bool, comment: str = "") -
         m.power_state = "off"
 
 
-def query_power(sim: Simulator, m: Machine) -> str:
+def query_power(sim: Simulator, m: Machine, user: User | None = None) -> str:
+    if problem := no_rack_for(sim, m, query=True):
+        bmc_unavailable(sim, m, user, problem, None)
     if m.faults.bmc_unreachable:
         message = (
             "Connection timed out while performing power action.  Check BMC configuration "

@@ -37,6 +37,7 @@ from maas_simulator.network import Network, Subnet
 from maas_simulator.nodes import (
     RUNNING_OR_PENDING,
     SCRIPT_STATUS,
+    SKIPPED,
     BootResource,
     Device,
     Hardware,
@@ -48,9 +49,16 @@ from maas_simulator.nodes import (
     default_disks,
     node_mac,
 )
-from maas_simulator.scripts import TESTING, Catalogue, Script
+from maas_simulator.outputs import commissioning_output
+from maas_simulator.scripts import COMMISSIONING, TESTING, Catalogue, Script
 from maas_simulator.scriptsets import ParameterErrors, clean_old, new_results, select
-from maas_simulator.storage import BlockDevice, LayoutError, LayoutFieldsError, new_uuid_factory
+from maas_simulator.storage import (
+    BlockDevice,
+    LayoutError,
+    LayoutFieldsError,
+    MiB,
+    new_uuid_factory,
+)
 from maas_simulator.users import LEVELS, Event, SSHKey, User
 
 S = NodeStatus
@@ -129,6 +137,9 @@ class Simulator:
         self.events: list[Event] = []
         self.events_by_node: dict[str, list[Event]] = {}
         self.allow_duplicate_hostnames = False
+        # False: a region without a rack controller (scenario ``rack_controller: false``): no
+        # power action reaches a BMC (lifecycle.no_rack_for)
+        self.rack_controller = True
         self.config: dict[str, Any] = {
             "default_distro_series": "jammy",
             "default_osystem": "ubuntu",
@@ -140,6 +151,29 @@ class Simulator:
             "hardware_sync_interval": "15m",
             "maas_name": "maas-sim",
             "default_storage_layout": "flat",
+            # MAAS 3.5's defaults (recorded against MAAS 3.5.10's get_config)
+            "default_min_hwe_kernel": "",
+            "enable_third_party_drivers": True,
+            "max_node_installation_results": 3,
+            "max_node_release_results": 3,
+            "max_node_commissioning_results": 10,
+            "max_node_testing_results": 10,
+            "ntp_servers": "ntp.ubuntu.com",
+            "http_proxy": None,
+            "kernel_opts": None,
+            "enable_analytics": True,
+            "network_discovery": "enabled",
+            "completed_intro": False,
+            "boot_images_auto_import": True,
+            "upstream_dns": None,
+            "release_notifications": True,
+            "curtin_verbose": True,
+            "enlist_commissioning": True,
+            # what 30-maas-01-bmc-config's parameters are filled from (recorded)
+            "maas_auto_ipmi_user": "maas",
+            "maas_auto_ipmi_k_g_bmc_key": "",
+            "maas_auto_ipmi_cipher_suite_id": "3",
+            "maas_auto_ipmi_user_privilege_level": "ADMIN",
         }
         self._ids = itertools.count(1)
         self._device_ids = itertools.count(1)  # node devices: a table of their own in MAAS
@@ -291,11 +325,16 @@ class Simulator:
         self.start_op(m, "failed")
 
     def end_running_scripts(self, m: Machine, status: int) -> None:
+        """The commissioning, testing and installation runs' unfinished results (MAAS leaves a
+        release run's alone): a queryset update of the status alone, so they keep no end time
+        (recorded: an aborted test's ``endtime`` is empty)."""
         now = self.now()
         for ss in m.script_sets:
+            if ss.type == 3:
+                continue
             for r in ss.results:
                 if r.status in (0, 1):  # Pending, Running
-                    r.status, r.ended = status, now
+                    r.status, r.updated = status, now
             if ss.ended is None and all(r.ended is not None for r in ss.results):
                 ss.ended = now
         m.touch(now)
@@ -314,13 +353,13 @@ class Simulator:
         test`` (a test starting), ``Script`` (``<name> on <device> failed``, ``timed out``,
         ``aborted``), else a DEBUG ``Script result`` (``… changed status from 'A' to 'B'``)."""
         old, now = r.status, self.now()
-        if status == 1 and r.started is None:
-            r.started = now
-        elif status not in RUNNING_OR_PENDING and r.ended is None:
+        if status in (1, SKIPPED) and r.started is None:
+            r.started = now  # a skipped script starts and ends at once (recorded bmc-config)
+        if status not in RUNNING_OR_PENDING and r.ended is None:
             r.ended = now
         r.status, r.updated = status, now
         if output is not None:
-            r.output = output
+            r.output, r.lazy = output, None
         if status not in RUNNING_OR_PENDING:
             r.exit_status = exit_status
         if ss.type == 2 and old == 0 and status in (1, 7, 10):
@@ -417,8 +456,11 @@ class Simulator:
             self.add_interfaces(m, self._default_nics(n, mac_addresses))
         if discovered or status not in (S.NEW, S.COMMISSIONING, S.FAILED_COMMISSIONING):
             self.discover(m)
-        else:  # MAAS knows the MACs it was given, nothing of the NICs behind them
-            for iface in m.interfaces:
+        else:  # MAAS knows the MACs it was given, nothing of the NICs behind them: it names
+            # them eth0, eth1, … until commissioning reads the names the machine's OS gives them
+            for i, iface in enumerate(m.interfaces):
+                m.hardware.nics[iface.mac_address].name = iface.name
+                iface.name = f"eth{i}"
                 iface.vendor = iface.product = iface.firmware_version = None
                 iface.interface_speed = iface.link_speed = 0
         if status not in (S.NEW, S.COMMISSIONING, S.FAILED_COMMISSIONING):
@@ -435,6 +477,10 @@ class Simulator:
             m.storage.acquire()  # seeded as if it had been allocated
         if status in (S.DEPLOYING, S.DEPLOYED, S.FAILED_DEPLOYMENT):
             m.osystem, m.distro_series = "ubuntu", self.config["default_distro_series"]
+            # the deployment's installation run (curtin's log) is the current one
+            passed = {S.DEPLOYING: None, S.DEPLOYED: True}.get(status, False)
+            log = b"curtin: Installation finished.\n" if passed else b"curtin: failed.\n"
+            m.current_installation = self.script_set(m, 1, passed=passed, output=log).id
         if status in IP_HOLDING_STATUSES:
             self.claim_auto_ips(m)
         if status == S.DEPLOYED:
@@ -489,16 +535,24 @@ class Simulator:
             if isinstance(node, Machine):
                 node.hardware.nics[iface.mac_address] = nic
 
-    def discover(self, m: Machine, *, storage: bool = True) -> list[Change]:
+    def discover(
+        self, m: Machine, *, storage: bool = True, networking: bool = True
+    ) -> list[Change]:
         """What commissioning (or enlistment) tells MAAS: CPUs, memory, disks (not with
         ``skip_storage``, whose hook leaves the block devices alone), NUMA nodes,
-        ``hardware_info``, the NICs' attributes and the VLAN each connected NIC is on (a new
-        fabric for a network MAAS does not know), and the node devices (returns what changed
-        among them)."""
+        ``hardware_info``, the NICs' names and attributes and the VLAN each connected NIC is on
+        (a new fabric for a network MAAS does not know; not with ``skip_networking``, whose
+        hook leaves the interfaces alone), and the node devices (returns what changed among
+        them)."""
         m.cpu_count, m.memory = m.hardware.cpu_count, m.hardware.memory
+        m.bios_boot_method = m.hardware.bios_boot_method
+        m.storage.uefi = m.bios_boot_method == "uefi"
         if storage:
             self._discover_disks(m)
-        changes = read_hardware(m, self.new_device_id)
+        changes = read_hardware(m, self.new_device_id, networking=networking)
+        if not networking:
+            m.touch(self.now())
+            return changes
         for iface in m.interfaces:
             iface.link_connected = iface.connected
             if iface.connected and iface.cable_vlan_id is None:
@@ -530,6 +584,8 @@ class Simulator:
             device.firmware_version = spec.get("firmware_version")
             device.numa_node = int(spec.get("numa_node", 0))
             device.tags = sorted(set(device.tags) | set(spec.get("tags") or []))
+            amd64_bios = m.architecture.startswith("amd64") and not m.storage.uefi
+            device.bios_grub = MiB if amd64_bios else 0
             devices.append(device)
         if known:  # a disk is gone: its configuration goes with it
             m.storage.clear()
@@ -604,11 +660,12 @@ class Simulator:
     def script_set(
         self, m: Machine, type_: int, *, passed: bool | None, output: bytes = b""
     ) -> ScriptSet:
+        """A commissioning run (``commissioning_set``) or an installation: curtin's log, stored
+        by name only."""
+        if type_ == 0:
+            return self.commissioning_set(m, passed=passed)
         now = self.now()
-        names = {  # outputs stored by name only: commissioning's, and curtin's log
-            0: ["00-maas-01-cpuinfo", "00-maas-04-lshw", "50-maas-01-commissioning"],
-            1: ["/tmp/install.log"],  # noqa: S108 (the name MAAS gives the curtin log)
-        }[type_]
+        names = ["/tmp/install.log"]  # noqa: S108 (the name MAAS gives the curtin log)
         status = 1 if passed is None else (2 if passed else 3)
         ss = ScriptSet(id=self.new_id(), type=type_, started=now)
         for name in names:
@@ -626,7 +683,87 @@ class Simulator:
         m.script_sets.append(ss)
         return ss
 
-    def testing_set(self, m: Machine, names: list[str], *, passed: bool) -> ScriptSet:
+    def commissioning_set(self, m: Machine, *, passed: bool | None) -> ScriptSet:
+        """A commissioning run: one result of each of MAAS 3.5's commissioning scripts, with
+        its parameters as MAAS fills them from its settings; Pending, or finished (a machine
+        seeded past commissioning), each output in its script's real format, made when first
+        read."""
+        now = self.now()
+        ss = ScriptSet(id=self.new_id(), type=0, started=now)
+        for script in self.scripts.of_type(COMMISSIONING):
+            params = {
+                name: {**param, "value": self.config[name]}
+                for name, param in script.parameters.items()
+                if self.config.get(name)
+            }
+            ss.results.append(
+                ScriptResult(
+                    id=self.new_id(),
+                    name=script.name,
+                    status=0,
+                    output=b"",
+                    started=None,
+                    ended=None,
+                    script=script,
+                    parameters=params,
+                    created=now,
+                    updated=now,
+                )
+            )
+        m.script_sets.append(ss)
+        clean_old(m, ss)
+        if passed is not None:
+            self.finish_commissioning(m, passed=passed, events=False)
+        return ss
+
+    def current_commissioning(self, m: Machine) -> ScriptSet | None:
+        return next((ss for ss in reversed(m.script_sets) if ss.type == 0), None)
+
+    def run_commissioning(self, m: Machine) -> None:
+        """The node starts the commissioning scripts (those not skipped)."""
+        ss = self.current_commissioning(m)
+        if ss is None:
+            return
+        for r in ss.results:
+            if r.status == 0:
+                self.set_result(m, ss, r, 1)
+
+    def finish_commissioning(
+        self, m: Machine, *, passed: bool, output: bytes = b"", events: bool = True
+    ) -> None:
+        """The commissioning scripts report: each Passed with what it printed (made when first
+        read), or each Failed with ``output``; a skipped one stays Skipped."""
+        ss = self.current_commissioning(m)
+        if ss is None:
+            return
+        now = self.now()
+        for r in ss.results:
+            if r.status == SKIPPED:
+                continue
+            if events:
+                self.set_result(m, ss, r, 1 if r.status == 0 else r.status)
+                self.set_result(
+                    m, ss, r, 2 if passed else 3, output=output, exit_status=0 if passed else 1
+                )
+            else:
+                r.status, r.started, r.ended, r.updated = (2 if passed else 3), now, now, now
+                r.exit_status = 0 if passed else 1
+            if passed:
+                r.lazy = self._commissioning_output(m, r.name)
+        ss.ended = now
+
+    def _commissioning_output(self, m: Machine, name: str) -> Callable[[], bytes]:
+        return lambda: commissioning_output(m, name, self.node_devices(m))
+
+    def skip_commissioning_script(self, m: Machine, name: str, output: str) -> None:
+        ss = self.current_commissioning(m)
+        r = next((r for r in ss.results if r.name == name), None) if ss else None
+        if ss is not None and r is not None:
+            self.set_result(m, ss, r, SKIPPED, output=output.encode(), exit_status=0)
+
+    def testing_set(
+        self, m: Machine, names: list[str], *, passed: bool, keep: bool = True
+    ) -> ScriptSet:
         """A testing script set of the scripts ``names`` select (a script whose parameters do
         not fit the machine is left out): Pending, or already Passed (the tests of a machine
         seeded past commissioning)."""
@@ -645,9 +782,20 @@ class Simulator:
                 r.output = f"{r.title}: PASSED\n".encode()
         ss = ScriptSet(id=self.new_id(), type=2, started=now, results=results)
         ss.ended = now if passed else None
-        if results:  # MAAS keeps no empty set
+        if results and keep:  # MAAS keeps no empty set
             m.script_sets.append(ss)
             clean_old(m, ss)
+        return ss
+
+    def regenerate_testing(self, m: Machine, ss: ScriptSet, names: list[str]) -> ScriptSet:
+        """``ScriptSet.regenerate``: a testing run made before the hardware was known gets its
+        results again for the disks and interfaces commissioning found (new results, the same
+        run); a run the machine no longer has (a later run replaced it) is made anew."""
+        if ss not in m.script_sets:
+            return self.testing_set(m, names, passed=False)
+        ss.results = self.testing_set(m, names, passed=False, keep=False).results
+        if not ss.results:
+            m.script_sets.remove(ss)
         return ss
 
     def scripts_from_scenario(self, specs: list[dict[str, Any]]) -> list[Script]:

@@ -121,6 +121,39 @@ class Subnet:
     def contains(self, ip: str) -> bool:
         return ipaddress.ip_address(ip) in self.network
 
+    def statistics(self) -> dict[str, Any]:
+        """``op=statistics`` (``get_iprange_usage``): the usable addresses (not the network or
+        broadcast address of an IPv4 subnet), the unavailable ones (taken, the gateway, DNS
+        servers, route gateways, reserved and dynamic ranges) and the largest free stretch."""
+        first = int(self.network.network_address) + (1 if self.network.version == 4 else 0)
+        last = int(self.network.broadcast_address) - (1 if self.network.version == 4 else 0)
+        total = max(last - first + 1, 0)
+        blocked = {n for n in self._taken | self.dns_addresses if first <= n <= last}
+        blocked |= {n for n, count in self.route_gateways.items() if count}
+        stretches = [(max(r.lo, first), min(r.hi, last)) for r in self.ranges]
+        spans = sorted([(n, n) for n in blocked] + [s for s in stretches if s[0] <= s[1]])
+        unavailable, largest, cursor = 0, 0, first
+        for lo, hi in spans:
+            if hi < cursor:
+                continue
+            largest = max(largest, lo - cursor)
+            unavailable += hi - max(lo, cursor) + 1
+            cursor = hi + 1
+        largest = max(largest, last - cursor + 1)
+        usage = unavailable / total if total else 0.0
+        return {
+            "num_available": total - unavailable,
+            "largest_available": largest,
+            "num_unavailable": unavailable,
+            "total_addresses": total,
+            "usage": usage,
+            "usage_string": f"{usage:.0%}",
+            "available_string": f"{1 - usage:.0%}",
+            "first_address": str(ipaddress.ip_address(first)),
+            "last_address": str(ipaddress.ip_address(last)),
+            "ip_version": self.network.version,
+        }
+
     def is_taken(self, ip: str) -> bool:
         return int(ipaddress.ip_address(ip)) in self._taken
 
@@ -212,6 +245,19 @@ class Domain:
 
 
 @dataclass
+class DnsResource:
+    """A DNS resource (``dnsresources/``): a name in a domain with the addresses it answers."""
+
+    id: int
+    name: str
+    domain: str
+    address_ttl: int | None
+    ip_addresses: list[str]
+    user: str | None  # who reserved the addresses (the caller that made the record)
+    created: float = 0.0
+
+
+@dataclass
 class Zone:
     id: int
     name: str
@@ -244,6 +290,7 @@ class Network:
         self.routes: dict[int, StaticRoute] = {}
         self.ranges: dict[int, IPRange] = {}
         self.domains: dict[int, Domain] = {0: Domain(0, "maas")}
+        self.dns_resources: dict[int, DnsResource] = {}
         self.zones: dict[int, Zone] = {1: Zone(1, "default")}
         self.pools: dict[int, Pool] = {0: Pool(0, "default", "Default pool")}
         self.tags: dict[str, Tag] = {}

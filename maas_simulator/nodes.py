@@ -5,6 +5,7 @@ can be deployed with (docs/simulator.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,15 @@ class ScriptResult:
     created: float | None = None
     updated: float | None = None
     suppressed: bool = False
+    # output made when first read (a commissioning run's JSON of each of 10,000 seeded machines
+    # is not built unless someone reads it)
+    lazy: Callable[[], bytes] | None = None
+
+    def out(self) -> bytes:
+        """The output, made now if it is made on first read."""
+        if self.lazy is not None:
+            self.output, self.lazy = self.lazy(), None
+        return self.output
 
     @property
     def title(self) -> str:
@@ -73,6 +83,7 @@ SCRIPT_STATUS = {
     11: "Failed to apply custom network configuration",
 }
 RUNNING_OR_PENDING = {0, 1, 7, 10}
+SKIPPED = 9
 RESULT_TYPES = {0: "Commissioning", 1: "Installation", 2: "Testing", 3: "Release"}
 
 
@@ -131,6 +142,7 @@ class Hardware:
     info: HardwareInfo = field(default_factory=HardwareInfo)
     nics: dict[str, NicSpec] = field(default_factory=dict)  # by MAC address
     gpus_lost: int = 0  # GPUs that fell off the bus since (gpu_lost_after_deploy)
+    bios_boot_method: str | None = "uefi"  # what the firmware reports (None: nothing)
 
 
 @dataclass
@@ -145,9 +157,11 @@ class Machine:
     power_state: str = "off"
     owner: str | None = None
     agent_name: str = ""
+    token: str | None = None  # the API token that allocated it (op=allocate), for list_allocated
     osystem: str = ""
     distro_series: str = ""
     hwe_kernel: str | None = None
+    bios_boot_method: str | None = None  # as commissioning read it
     error_description: str = ""
     interfaces: list[Interface] = field(default_factory=list)
     hardware: Hardware = field(default_factory=Hardware)
@@ -180,6 +194,9 @@ class Machine:
     counts: dict[str, int] = field(default_factory=dict)
     last_event: Event | None = None
     script_sets: list[ScriptSet] = field(default_factory=list)
+    # the deployment's installation run; release clears it (MAAS then answers 400 for
+    # current-installation, recorded against MAAS 3.5.10), the run itself is kept
+    current_installation: int | None = None
     # a release the release_stuck fault holds: (its script set, wipe only, failing)
     stuck_release: tuple[Any, bool, bool] | None = None
     created: float = 0.0

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from maas_simulator.errors import invalid
+from maas_simulator.errors import ApiError, invalid
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,8 @@ def power_form(
         try:
             known = json.loads(blob)
         except ValueError as exc:
-            raise invalid({"__all__": ["Failed to parse JSON power_parameters"]}) from exc
+            # raised while the form is set up, before any field is checked: a text 400
+            raise ApiError(400, "Failed to parse JSON power_parameters") from exc
     for key, value in current.items():
         if known.get(key) is None:
             known[key] = value

@@ -109,7 +109,8 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         "error_description": m.error_description,
         "netboot": m.netboot,
         "power_type": m.power_type,
-        "power_state": m.power_state,
+        # a manual power driver can neither act nor query: MAAS never learns a state
+        "power_state": "unknown" if m.power_type == "manual" else m.power_state,
         "tag_names": sorted(m.tags),
         "address_ttl": None,
         "ip_addresses": ips,
@@ -131,10 +132,10 @@ def machine_dict(sim: Simulator, m: Machine) -> dict[str, Any]:
         "parent": None,
         "current_commissioning_result_id": current_set_id(m, 0),
         "current_testing_result_id": current_set_id(m, 2),
-        "current_installation_result_id": current_set_id(m, 1),
+        "current_installation_result_id": m.current_installation,
         "hardware_info": m.hardware_info or dict(UNKNOWN_HARDWARE_INFO),
         "numanode_set": numanode_set(m),
-        "bios_boot_method": "uefi",
+        "bios_boot_method": m.bios_boot_method,
         "last_sync": iso_ms(m.last_sync),
         "next_sync": iso_ms(next_sync),
         "sync_interval": m.sync_interval,
@@ -447,10 +448,10 @@ def script_set_json(
             "suppressed": r.suppressed,
         }
         if include_output:
-            stdout = r.output if r.stdout is None else r.stdout
+            stdout = r.out() if r.stdout is None else r.stdout
             item.update(
                 {
-                    "output": base64.b64encode(r.output).decode(),
+                    "output": base64.b64encode(r.out()).decode(),
                     "stdout": base64.b64encode(stdout).decode(),
                     "stderr": base64.b64encode(r.stderr).decode(),
                     "result": base64.b64encode(r.result).decode(),
@@ -523,6 +524,6 @@ def legacy_result_json(sid: str, type_: int, ss: ScriptSet, r: ScriptResult) -> 
         "script_result": r.exit_status,
         "result_type": type_,
         "node": {"system_id": sid},
-        "data": base64.b64encode(r.output).decode(),
+        "data": base64.b64encode(r.out()).decode(),
         "resource_uri": f"{API_PREFIX}commissioning-scripts/",
     }

@@ -18,9 +18,9 @@ from maas_simulator.faults import MachineFaults, RequestFault
 from maas_simulator.hardware import HARDWARE_INFO_KEYS, GpuSpec, HardwareInfo
 from maas_simulator.interface_forms import create_bond
 from maas_simulator.interfaces import Link
-from maas_simulator.model import IP_HOLDING_STATUSES, Simulator
+from maas_simulator.model import IP_HOLDING_STATUSES, Simulator, nic_spec
 from maas_simulator.network import Domain, IPRange, Pool, Space, StaticRoute, Subnet, Tag, Zone
-from maas_simulator.nodes import BootResource, Device, Hardware, Machine
+from maas_simulator.nodes import BootResource, Device, Hardware, Machine, default_disks
 from maas_simulator.site_forms import ip_range_form
 from maas_simulator.storage import LAYOUTS
 from maas_simulator.users import SSHKey, User
@@ -42,6 +42,10 @@ DEFAULT_SUBNETS: list[dict[str, Any]] = [
         "fabric_id": 2,
         "gateway_ip": None,
     },
+]
+# The default site's PXE subnet serves DHCP, so it has the dynamic range MAAS requires for it
+DEFAULT_IP_RANGES: list[dict[str, Any]] = [
+    {"type": "dynamic", "start_ip": "10.20.200.1", "end_ip": "10.20.200.254", "comment": "PXE"}
 ]
 DEFAULT_BOOT_RESOURCES = [
     {"name": "ubuntu/jammy", "architecture": "amd64/ga-22.04"},
@@ -223,6 +227,7 @@ def _hardware(spec: dict[str, Any], hostname: str) -> Hardware:
         nvswitches=nvswitches,
         numa_nodes=numa,
         info=HardwareInfo({k: str(v) for k, v in info.items()}),
+        bios_boot_method=spec.get("bios_boot_method", "uefi"),
     )
 
 
@@ -295,6 +300,44 @@ def add_machines(sim: Simulator, specs: list[dict[str, Any]]) -> list[str]:
         taken.add(m.hostname)
         added.append(m.system_id)
     return added
+
+
+HARDWARE_FIELDS = {
+    "bios_boot_method",
+    "cpu_count",
+    "memory",
+    "numa_nodes",
+    "gpus",
+    "bmc_vga",
+    "nvswitches",
+    "hardware_info",
+    "disks",
+    "interfaces",
+}
+
+
+def set_hardware(sim: Simulator, m: Machine, spec: dict[str, Any]) -> None:
+    """What the box behind a machine really has (the scenario's hardware keys; ``interfaces``
+    give NIC hardware by ``mac_address``, ``name`` included: the name its OS reports). MAAS
+    learns it at the next commissioning, as it learns a real box's (the control endpoint's
+    ``machines/{sid}/hardware``; the corpus replay plays the recorded node's facts with it)."""
+    _check_keys(spec, HARDWARE_FIELDS, "hardware")
+    numa = int(spec.get("numa_nodes", m.hardware.numa_nodes))
+    nics = dict(m.hardware.nics)
+    by_mac = {i.mac_address: i for i in m.interfaces if i.type == "physical"}
+    for iface in spec.get("interfaces") or []:
+        _check_keys(iface, INTERFACE_FIELDS, "interface")
+        mac = str(iface.get("mac_address", "")).lower()
+        if mac not in by_mac:
+            raise ValueError(f"machine {m.hostname!r} has no NIC {mac!r}")
+        _check_nic({**iface, "name": iface.get("name", by_mac[mac].name)}, m.hostname, numa)
+        nics[mac] = nic_spec(iface)
+        nics[mac].name = iface.get("name")
+    hardware = _hardware({k: v for k, v in spec.items() if k != "interfaces"}, m.hostname)
+    hardware.nics = nics
+    if hardware.disks is None:
+        hardware.disks = m.hardware.disks or default_disks(sim.order.index(m.system_id) + 1)
+    m.hardware = hardware
 
 
 def _add_bond(sim: Simulator, m: Machine, spec: dict[str, Any]) -> None:
@@ -417,7 +460,13 @@ def load_network(sim: Simulator, data: dict[str, Any]) -> None:
                 f"static route {route.id}: gateway {route.gateway_ip} is not on its source subnet"
             )
         net.add_route(route)
-    for spec in data.get("ip_ranges") or []:
+    declared_dhcp = {
+        int(spec["id"]) for spec in data.get("vlans") or [] if spec.get("dhcp_on") is True
+    }
+    ranges = data.get("ip_ranges")
+    if ranges is None and not data.get("subnets"):
+        ranges = DEFAULT_IP_RANGES
+    for spec in ranges or []:
         _check_keys(spec, IP_RANGE_FIELDS, "IP range")
         if spec.get("user") is not None and spec["user"] not in sim.users:
             raise ValueError(f"IP range {spec.get('start_ip')}: unknown user {spec['user']!r}")
@@ -427,6 +476,21 @@ def load_network(sim: Simulator, data: dict[str, Any]) -> None:
         except ApiError as exc:
             raise ValueError(f"IP range {spec.get('start_ip')}: {exc.body}") from exc
         net.add_range(IPRange(max([0, *net.ranges]) + 1, **new))
+    # MAAS serves DHCP on a VLAN only with a dynamic range on one of its subnets (VLANForm's
+    # clean_dhcp_on): a VLAN declared with DHCP and no range is refused; by default it has none
+    for vlan in net.vlans.values():
+        dynamic = any(
+            r.type == "dynamic" and net.subnets[r.subnet_id].vlan_id == vlan.id
+            for r in net.ranges.values()
+            if r.subnet_id in net.subnets
+        )
+        if vlan.dhcp_on and not dynamic:
+            if vlan.id in declared_dhcp:
+                raise ValueError(
+                    f"VLAN {vlan.id}: dhcp can only be turned on when a dynamic IP range is "
+                    "defined (add a dynamic ip_range on one of its subnets)"
+                )
+            vlan.dhcp_on = False
     for i, spec in enumerate(data.get("domains") or [], start=1):
         _check_keys(spec, {"name", "ttl", "authoritative"}, "domain")
         net.domains[i] = Domain(
@@ -445,9 +509,14 @@ def load_network(sim: Simulator, data: dict[str, Any]) -> None:
 
 
 def setup_rack(sim: Simulator) -> None:
-    """The rack controller: one NIC per VLAN that has subnets, with a static address on each."""
+    """The rack controller: one NIC per VLAN that has subnets, with a static address on each
+    (none on a region without one: no VLAN has a primary rack then)."""
     rack = sim.rack
     rack.interfaces = []
+    if not sim.rack_controller:
+        for vlan in sim.net.vlans.values():
+            vlan.primary_rack = vlan.secondary_rack = None
+        return
     for n, vlan in enumerate(sorted(sim.net.vlans.values(), key=lambda v: v.id)):
         subnets = [s for s in sim.subnets.values() if s.vlan_id == vlan.id]
         if not subnets:
@@ -525,6 +594,7 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
         "request_faults",
         "config",
         "scripts",
+        "rack_controller",
     }
     unknown = set(data) - known
     if unknown:
@@ -544,6 +614,10 @@ def load(sim: Simulator, data: dict[str, Any], *, api_key: str | None = None) ->
         for key in u.get("ssh_keys") or []:
             n = len(sim.ssh_keys) + 1
             sim.ssh_keys[n] = SSHKey(n, u["username"], str(key))
+    rack = data.get("rack_controller", True)
+    if not isinstance(rack, bool):
+        raise ValueError("rack_controller must be true or false")
+    sim.rack_controller = rack
     load_network(sim, data)
     for i, b in enumerate(data.get("boot_resources") or DEFAULT_BOOT_RESOURCES, start=1):
         _check_keys(b, {"name", "architecture", "type"}, "boot resource")

@@ -34,7 +34,14 @@ SCRIPT_TYPE_NAMES = {
     TESTING: "Testing script",
     RELEASE: "Release script",
 }
-PARALLEL_NAMES = {0: "Disabled", 1: "Instance", 2: "Any"}
+# SCRIPT_PARALLEL_CHOICES' labels (what ``parallel_name`` shows, recorded against MAAS 3.5.10), and
+# the metadata words a script's text uses for them
+PARALLEL_NAMES = {
+    0: "Disabled",
+    1: "Run along other instances of this script",
+    2: "Run along any other script.",
+}
+PARALLEL_WORDS = {0: "disabled", 1: "instance", 2: "any"}
 PARAMETER_TYPES = (
     "boolean",
     "choice",
@@ -131,7 +138,7 @@ class Script:
             "tags": self.tags,
             "script_type": {0: "commissioning", 2: "testing", 3: "release"}[self.type],
             "hardware_type": HARDWARE_TYPES[self.hardware_type][0].lower(),
-            "parallel": PARALLEL_NAMES[self.parallel].lower(),
+            "parallel": PARALLEL_WORDS[self.parallel],
             "timeout": duration(self.timeout),
             "destructive": self.destructive,
         }
@@ -183,8 +190,17 @@ FIO_RESULTS = {
     for op in ("read", "write")
     for iops in ("", "_iops")
 }
-SEVEN_Z_RESULTS = {
-    f"{what}_{kind}_mips": {"title": f"{what.capitalize()} {kind.upper()} MIPS"}
+SEVEN_Z_RESULTS = {  # the 7z script's metadata (recorded against MAAS 3.5.10)
+    f"{what}_{kind}_mips": {
+        "title": f"{what.capitalize()} {'RU' if kind == 'ru' else 'Rating'} MIPS",
+        "description": (
+            f"{what.capitalize()} rating normalized for 100% of CPU usage. This shows the "
+            "performance of one average CPU thread.\n"
+            if kind == "ru"
+            else f"{what.capitalize()} rating for CPU usage. This shows the performance of all "
+            "CPU threads combined.\n"
+        ),
+    }
     for what in ("compression", "decompression")
     for kind in ("ru", "rating")
 }
@@ -195,8 +211,123 @@ URL_DESCRIPTION = (
     "will be pinged."
 )
 
+
+def _commissioning(
+    name: str,
+    title: str,
+    timeout: int,
+    *,
+    tags: tuple[str, ...] = (),
+    parallel: int = 0,
+    apt: tuple[str, ...] = (),
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": COMMISSIONING,
+        "title": title,
+        "description": description or title,
+        "tags": list(tags),
+        "parallel": parallel,
+        "timeout": timeout,
+        "packages": {"apt": list(apt)} if apt else {},
+        "parameters": parameters or {},
+    }
+
+
+# MAAS 3.5's 13 commissioning scripts, in the order its region creates them (their ids 1-13),
+# with their metadata as recorded against MAAS 3.5.10 (site-reads.jsonl step 40).
+COMMISSIONING_SCRIPTS: list[dict[str, Any]] = [
+    _commissioning(
+        "20-maas-01-install-lldpd",
+        "Install and configure lldpd for passive capture.",
+        30,
+        apt=("lldpd",),
+    ),
+    _commissioning(
+        "20-maas-02-dhcp-unconfigured-ifaces", "Bring up and run DHCP on all interfaces", 10
+    ),
+    _commissioning(
+        "30-maas-01-bmc-config",
+        "Detect and configure BMC's for MAAS use.",
+        300,
+        tags=("bmc-config",),
+        apt=("freeipmi-tools", "ipmitool", "python3-paramiko"),
+        description="Detect and configure BMC credentials for MAAS use.",
+        parameters={
+            "maas_auto_ipmi_user": {
+                "max": 20,
+                "type": "string",
+                "argument_format": "--username={input}",
+            },
+            "maas_auto_ipmi_k_g_bmc_key": {
+                "max": 20,
+                "type": "password",
+                "argument_format": "--ipmi-k-g={input}",
+            },
+            "maas_auto_ipmi_user_password": {
+                "max": 20,
+                "type": "password",
+                "argument_format": "--password={input}",
+            },
+            "maas_auto_ipmi_cipher_suite_id": {
+                "max": 2,
+                "type": "string",
+                "argument_format": "--ipmi-cipher-suite-id={input}",
+            },
+            "maas_auto_ipmi_user_privilege_level": {
+                "type": "choice",
+                "choices": [["USER", "User"], ["OPERATOR", "Operator"], ["ADMIN", "Administrator"]],
+                "argument_format": "--ipmi-privilege-level={input}",
+            },
+        },
+    ),
+    _commissioning(
+        "20-maas-03-machine-resources",
+        "Download and run binary to collect machine details",
+        60,
+        tags=("deploy-info",),
+    ),
+    _commissioning("40-maas-01-machine-config-hints", "Generate machine configuration hints", 60),
+    _commissioning(
+        "50-maas-01-commissioning", "Gather all commissioning data", 60, tags=("deploy-info",)
+    ),
+    _commissioning(
+        "maas-support-info",
+        "Gather support information for the machine",
+        300,
+        tags=("deploy-info",),
+        parallel=2,
+    ),
+    _commissioning("maas-lshw", "Capture lshw -xml output", 300, tags=("deploy-info",), parallel=2),
+    _commissioning(
+        "maas-list-modaliases",
+        "Output all loaded modalises",
+        10,
+        tags=("deploy-info",),
+        parallel=2,
+        description="Output all loaded modaliases",
+    ),
+    _commissioning("maas-get-fruid-api-data", "Return discovered fruid API data", 60, parallel=2),
+    _commissioning("maas-kernel-cmdline", "Capture the kernel command line", 10, parallel=2),
+    _commissioning(
+        "maas-serial-ports", "Discover all serial ports", 10, tags=("deploy-info",), parallel=2
+    ),
+    _commissioning(
+        "maas-capture-lldpd",
+        "Capture lldpd output",
+        60,
+        parallel=2,
+        description="Capture lldp output",
+    ),
+]
+# The commissioning scripts whose output hardware sync refreshes (tagged deploy-info)
+DEPLOY_INFO = {s["name"] for s in COMMISSIONING_SCRIPTS if "deploy-info" in s["tags"]}
+
 # The built-in scripts' metadata, in MAAS 3.5's order (builtin_scripts/__init__.py).
 BUILTIN: list[dict[str, Any]] = [
+    *COMMISSIONING_SCRIPTS,
     {
         "name": "smartctl-validate",
         "title": "Storage status",
@@ -205,7 +336,7 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": STORAGE,
         "parallel": 1,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "smartmontools"},
+        "packages": {"apt": ["smartmontools"]},
         "timeout": 300,
     },
     {
@@ -215,7 +346,7 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": STORAGE,
         "parallel": 1,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "smartmontools"},
+        "packages": {"apt": ["smartmontools"]},
         "timeout": 600,
     },
     {
@@ -225,7 +356,7 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": STORAGE,
         "parallel": 1,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "smartmontools"},
+        "packages": {"apt": ["smartmontools"]},
     },
     {
         "name": "smartctl-conveyance",
@@ -234,21 +365,21 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": STORAGE,
         "parallel": 1,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "smartmontools"},
+        "packages": {"apt": ["smartmontools"]},
     },
     {
         "name": "memtester",
         "title": "Memory integrity",
         "description": "Run memtester against all available userspace memory.",
         "hardware_type": MEMORY,
-        "packages": {"apt": "memtester"},
+        "packages": {"apt": ["memtester"]},
     },
     {
         "name": "stress-ng-cpu-long",
         "title": "CPU validation",
         "description": "Run stress-ng memory tests for 12 hours.",
         "hardware_type": CPU,
-        "packages": {"apt": "stress-ng"},
+        "packages": {"apt": ["stress-ng"]},
         "timeout": 14 * 3600,
     },
     {
@@ -256,7 +387,7 @@ BUILTIN: list[dict[str, Any]] = [
         "title": "CPU validation",
         "description": "Run stress-ng memory tests for 5 minutes.",
         "hardware_type": CPU,
-        "packages": {"apt": "stress-ng"},
+        "packages": {"apt": ["stress-ng"]},
         "timeout": 300,
     },
     {
@@ -264,7 +395,7 @@ BUILTIN: list[dict[str, Any]] = [
         "title": "Memory integrity",
         "description": "Run stress-ng memory tests for 12 hours.",
         "hardware_type": MEMORY,
-        "packages": {"apt": "stress-ng"},
+        "packages": {"apt": ["stress-ng"]},
         "timeout": 14 * 3600,
     },
     {
@@ -272,7 +403,7 @@ BUILTIN: list[dict[str, Any]] = [
         "title": "Memory integrity",
         "description": "Run stress-ng memory tests for 5 minutes.",
         "hardware_type": MEMORY,
-        "packages": {"apt": "stress-ng"},
+        "packages": {"apt": ["stress-ng"]},
         "timeout": 300,
     },
     {
@@ -311,7 +442,7 @@ BUILTIN: list[dict[str, Any]] = [
         "hardware_type": CPU,
         "timeout": 300,
         "results": SEVEN_Z_RESULTS,
-        "packages": {"apt": "p7zip-full"},
+        "packages": {"apt": ["p7zip-full"]},
     },
     {
         "name": "fio",
@@ -322,7 +453,7 @@ BUILTIN: list[dict[str, Any]] = [
         "parallel": 1,
         "results": FIO_RESULTS,
         "parameters": STORAGE_PARAM,
-        "packages": {"apt": "fio"},
+        "packages": {"apt": ["fio"]},
         "destructive": True,
     },
     {
@@ -391,7 +522,10 @@ SCENARIO_FIELDS = {
     "for_hardware",
     "destructive",
     "results",
+    "type",
+    "parallel",
 }
+SCENARIO_TYPES = {"testing": TESTING, "2": TESTING, "release": RELEASE, "3": RELEASE}
 NAME = re.compile(r"^[\w.-]+$")
 
 
@@ -427,7 +561,8 @@ class Catalogue:
         return [s for s in self.scripts.values() if s.type == type_]
 
     def add_testing(self, spec: dict[str, Any], created: float) -> Script:
-        """A testing script from a scenario entry; refusals are ``ValueError``s."""
+        """A testing (or, with ``type: release``, release) script from a scenario entry;
+        refusals are ``ValueError``s."""
         unknown = set(spec) - SCENARIO_FIELDS
         if unknown:
             raise ValueError(f"unknown script fields: {sorted(unknown)}")
@@ -457,9 +592,17 @@ class Catalogue:
                 "system_vendor:, system_product:, system_version:, mainboard_vendor: or "
                 "mainboard_product:"
             )
+        kind_name = str(spec.get("type", "testing")).lower()
+        if kind_name not in SCENARIO_TYPES:
+            raise ValueError(f"script {name!r}: type must be testing or release")
+        parallel = int(spec.get("parallel", 0))
+        if parallel not in (0, 1, 2):
+            raise ValueError(f"script {name!r}: parallel must be 0, 1 or 2")
         return self._add(
             {
                 "name": name,
+                "type": SCENARIO_TYPES[kind_name],
+                "parallel": parallel,
                 "title": str(spec.get("title") or ""),
                 "description": str(spec.get("description") or ""),
                 "tags": [str(t) for t in spec.get("tags") or []],

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import ipaddress
 import os
+import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from maas_simulator.hardware import GPU, NETWORK, STORAGE, NodeDevice
 from maas_simulator.interfaces import Interface, children, is_enabled
@@ -144,11 +145,74 @@ def configured_interfaces(m: Machine) -> list[Interface]:
     return found
 
 
+# ``_validate_and_clean_url``: the schemes curl knows, and icmp
+URL_SCHEMES = frozenset(
+    [
+        "icmp",
+        "file",
+        "ftp",
+        "ftps",
+        "gopher",
+        "http",
+        "https",
+        "imap",
+        "imaps",
+        "ldap",
+        "ldaps",
+        "pop3",
+        "pop3s",
+        "rtmp",
+        "rtsp",
+        "scp",
+        "sftp",
+        "smb",
+        "smbs",
+        "smtp",
+        "smtps",
+        "telnet",
+        "tftp",
+    ]
+)
+HOST_LABEL = r"[a-z0-9\u00a1-\uffff](?:[a-z0-9\u00a1-\uffff-]{0,61}[a-z0-9\u00a1-\uffff])?"
+URL = re.compile(  # Django's URLValidator
+    r"^(?P<scheme>[a-z0-9.+-]*)://"
+    r"(?:[^\s:@/]+(?::[^\s:@/]*)?@)?"
+    r"(?P<host>\[[0-9a-f:.]+\]|(?:\d{1,3}\.){3}\d{1,3}|"
+    rf"{HOST_LABEL}(?:\.(?!-){HOST_LABEL})*\.?|localhost)"
+    r"(?::(?P<port>\d{1,5}))?"
+    r"(?:[/?#][^\s]*)?\Z",
+    re.IGNORECASE,
+)
+
+
 def _url_ok(url: str) -> bool:
-    if "://" not in url:
-        url = f"http://{url}"
-    parts = urlsplit(url)
-    return bool(parts.scheme) and bool(parts.netloc) and " " not in url
+    """One URL as MAAS's form checks it: a bare address or host is taken as ``http://``; the
+    scheme one curl knows; Django's ``URLValidator`` for the rest (a comma inside the host or
+    the port, as two URLs joined without ``allow_list`` make, is refused)."""
+    try:
+        ipaddress.ip_address(url)
+    except ValueError:
+        if "://" not in url:
+            url = f"http://{url}"
+    else:
+        url = f"http://[{url}]" if ":" in url else f"http://{url}"
+    found = URL.match(url)
+    if found is None or found["scheme"].lower() not in URL_SCHEMES:
+        return False
+    if found["port"] is not None and int(found["port"]) > 65535:
+        return False
+    host = found["host"]
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return False
+    elif re.fullmatch(r"[\d.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return False
+    return True
 
 
 class _Input:
@@ -343,7 +407,8 @@ def new_results(
 
 def clean_old(m: Machine, new: ScriptSet) -> None:
     """``_clean_old``: older pending or running results of the type end Aborted; each script
-    (on each device) keeps its newest ``max_node_<type>_results`` runs; emptied sets go."""
+    (on each device) keeps its newest ``max_node_<type>_results`` runs; a storage test's
+    never-regenerated placeholder goes; emptied sets go."""
     limit = RETENTION[new.type]
     sets = [s for s in m.script_sets if s.type == new.type]
     for ss in sets:
@@ -357,4 +422,16 @@ def clean_old(m: Machine, new: ScriptSet) -> None:
         runs = [(ss, r) for ss in sets for r in ss.results if r.device_key == key]
         for ss, r in runs[: max(len(runs) - limit, 0)]:
             ss.results.remove(r)
+    # LP:1731075: a storage test made before the disks were known has the placeholder value
+    # "all"; when commissioning failed it was never regenerated and goes now.
+    for ss in sets:
+        if ss is not new:
+            ss.results = [r for r in ss.results if not _storage_placeholder(r)]
     m.script_sets = [s for s in m.script_sets if s.results or s is new]
+
+
+def _storage_placeholder(r: ScriptResult) -> bool:
+    return any(
+        isinstance(p, dict) and p.get("type") == "storage" and p.get("value") == "all"
+        for p in r.parameters.values()
+    )

@@ -118,14 +118,21 @@ class Handler(BaseHTTPRequestHandler):
         body: bytes | list[bytes],
         content_type: str,
         headers: dict[str, str] | None = None,
+        *,
+        api_hash: bool = True,
     ) -> None:
         """One answer; a body given as a list of chunks (a machine listing) is written chunk
-        by chunk through the write buffer rather than joined into one large buffer first."""
+        by chunk through the write buffer rather than joined into one large buffer first.
+
+        ``X-MAAS-API-Hash`` is on what piston's resource answers (a handler's result, its 404
+        for an object not found, its 405), not on MAAS's own refusals (400, 401, 403, 409,
+        503), nor on ``describe/`` and the version strings (recorded against MAAS 3.5.10)."""
         chunks = [body] if isinstance(body, bytes) else body
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(sum(map(len, chunks))))
-        self.send_header("X-MAAS-API-Hash", api.API_HASH)
+        if api_hash and (status < 400 or status == 405 or content_type == "text/plain"):
+            self.send_header("X-MAAS-API-Hash", api.API_HASH)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
@@ -141,13 +148,18 @@ class Handler(BaseHTTPRequestHandler):
         if url.path.startswith("/_sim/"):
             return self.control(method, url.path, body)
         if url.path == "/MAAS/api/version/":
-            return self.text(200, "2.0")
+            return self.send(200, b"2.0", "text/plain", api_hash=False)
         if url.path.startswith("/MAAS/api/1.0/"):
-            return self.text(410, "The 1.0 API is no longer available. Please use API version 2.0.")
+            return self.send(
+                410,
+                b"The 1.0 API is no longer available. Please use API version 2.0.",
+                "text/plain",
+                api_hash=False,
+            )
         if url.path == API_PREFIX + "describe/":
             host = self.headers.get("Host") or "127.0.0.1"
             body = json.dumps(api.describe(host), sort_keys=True).encode()
-            return self.send(200, body, "application/json")
+            return self.send(200, body, "application/json", api_hash=False)
         if not url.path.startswith(API_PREFIX):
             return self.text(404, f"Unknown API endpoint: {url.path}.")
         query = parse_qs(url.query, keep_blank_values=True)
@@ -164,23 +176,30 @@ class Handler(BaseHTTPRequestHandler):
             fault = None
         if fault is not None and fault.kind in ("503", "409", "502"):
             self.state.count(method, action, sid, int(fault.kind), params)
-            if fault.kind == "503":
+            if fault.kind == "503":  # NoConnectionsAvailable: nothing applied
+                wait = fault.retry_after if fault.retry_after is not None else 10
                 return self.text(
-                    503,
-                    "Unable to connect to any rack controller.",
-                    {"Retry-After": str(fault.retry_after)},
+                    503, "Unable to connect to any rack controller.", {"Retry-After": str(wait)}
                 )
-            if fault.kind == "409":
+            if fault.kind == "409":  # a DB conflict past MAAS's retries: rolled back
+                wait = fault.retry_after if fault.retry_after is not None else 5
                 return self.send(
                     409,
                     b"<html><body><h1>Conflict</h1></body></html>",
                     "text/html; charset=utf-8",
-                    {"Retry-After": str(fault.retry_after)},
+                    {"Retry-After": str(wait)},
                 )
             return self.send(
                 502, b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"
             )
         response = self.maas(method, url.path, query, body)
+        if fault is not None and fault.kind == "503_after_apply" and response.status < 300:
+            # a PowerProblem raised after the commit: applied, answered 503 without Retry-After
+            response = api.Response(
+                503,
+                b"No rack controllers can access the BMC of this node",
+                "text/plain; charset=utf-8",
+            )
         self.state.count(method, action, sid, response.status, params)
         if fault is not None and fault.kind == "drop_after_apply":
             self.close_connection = True  # applied, but the client never hears back
@@ -193,14 +212,6 @@ class Handler(BaseHTTPRequestHandler):
         sim = self.state.sim
         with sim.lock:
             try:
-                # version/ is an OperationsResource without authentication: credentials,
-                # good or bad, are not even looked at.
-                signed = (
-                    None
-                    if path == API_PREFIX + "version/"
-                    else api.authenticate(sim, self.headers.get("Authorization"))
-                )
-                user, token = signed if signed else (None, None)
                 # Django fills request.POST for POST only (piston coerces PUT); a body sent with
                 # GET or DELETE (Drydock does that) is ignored.
                 form = (
@@ -208,19 +219,32 @@ class Handler(BaseHTTPRequestHandler):
                     if method in ("POST", "PUT")
                     else {}
                 )
-                request = api.Request(
-                    method, path, query, form, self.headers.get("Host", ""), user, token=token
+                host = self.headers.get("Host", "")
+                # version/ is an OperationsResource without authentication: credentials,
+                # good or bad, are not even looked at.
+                signed = (
+                    None
+                    if path == API_PREFIX + "version/"
+                    else api.authenticate(
+                        sim,
+                        self.headers.get("Authorization"),
+                        method=method,
+                        url=f"http://{host}{path}",
+                        request_params=[
+                            (k, v)
+                            for source in (query, form)
+                            for k, vs in source.items()
+                            for v in vs
+                        ],
+                    )
                 )
+                user, token = signed if signed else (None, None)
+                request = api.Request(method, path, query, form, host, user, token=token)
                 sim.tick()
                 return api.dispatch(sim, request)
             except ApiError as exc:
-                if exc.json_body:
-                    return api.Response(
-                        exc.status, json.dumps(exc.body).encode(), headers=exc.headers
-                    )
-                return api.Response(
-                    exc.status, str(exc.body).encode(), "text/plain; charset=utf-8", exc.headers
-                )
+                text = json.dumps(exc.body) if exc.json_body else str(exc.body)
+                return api.Response(exc.status, text.encode(), exc.content_type, exc.headers)
             except Exception as exc:  # MAAS answers any other exception with a 500 and its text
                 return api.Response(500, str(exc).encode(), "text/plain; charset=utf-8")
 
@@ -266,6 +290,8 @@ class Handler(BaseHTTPRequestHandler):
                         m.hardware.gpus_lost = 0  # the lost GPUs reseated
                 if len(parts) == 3 and parts[2] == "repair" and method == "POST":
                     repair(m)
+                if len(parts) == 3 and parts[2] == "hardware" and method == "POST":
+                    scenario.set_hardware(sim, m, data)
                 if len(parts) == 3 and parts[2] == "status" and method == "POST":
                     sim.start_op(m, "forced")
                     sim.set_status(m, NodeStatus[data["status"].upper()])

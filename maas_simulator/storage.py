@@ -119,15 +119,17 @@ class BlockDevice:
     vg_id: int | None = None  # the volume group of a logical volume
     lv_name: str | None = None  # a logical volume's own name (``name`` shows "<vg>-<lv>")
     acquired: Filesystem | None = None  # the copy edited while the machine is allocated
+    # an amd64 machine booting BIOS keeps 1 MiB of a GPT table for grub (get_overhead_size)
+    bios_grub: int = 0
 
     def table_used(self) -> int:
         assert self.partitions is not None
-        return sum(p.size for p in self.partitions) + GPT_OVERHEAD
+        return sum(p.size for p in self.partitions) + GPT_OVERHEAD + self.bios_grub
 
     def available(self) -> int:
         """``PartitionTable.get_available_size``: what a new partition can take, aligned (a
         disk without a table gets a GPT one)."""
-        used = self.table_used() if self.partitions is not None else GPT_OVERHEAD
+        used = self.table_used() if self.partitions is not None else GPT_OVERHEAD + self.bios_grub
         return align_down(self.size - used)
 
 
@@ -166,6 +168,7 @@ class Storage:
         self.boot_disk_id: int | None = None
         self.layout = ""
         self.allocated = False  # the machine is in an allocated status (Node.set_status)
+        self.uefi = True  # the machine boots UEFI: the layouts start with an EFI partition
 
     # -- filesystems: MAAS keeps an acquired copy while the machine is allocated ------------
     def holders(self) -> Iterator[Holder]:
@@ -309,12 +312,14 @@ class Storage:
         if name == "blank":
             return
         boot.partitions = []
-        efi = Partition(new_id(), 1, EFI_PARTITION_SIZE, new_uuid(), bootable=True)
-        efi.filesystem = Filesystem("fat32", new_uuid(), "efi", "/boot/efi")
-        boot.partitions.append(efi)
+        if self.uefi:  # create_basic_layout: an EFI partition only when booting UEFI
+            efi = Partition(new_id(), 1, EFI_PARTITION_SIZE, new_uuid(), bootable=True)
+            efi.filesystem = Filesystem("fat32", new_uuid(), "efi", "/boot/efi")
+            boot.partitions.append(efi)
         boot_size = sizes["boot_size"]
         if boot_size:
-            part = Partition(new_id(), 2, align_down(boot_size), new_uuid(), bootable=True)
+            index = len(boot.partitions) + 1
+            part = Partition(new_id(), index, align_down(boot_size), new_uuid(), bootable=True)
             part.filesystem = Filesystem("ext4", new_uuid(), "boot", "/boot")
             boot.partitions.append(part)
         # root_device: the root partition goes on that disk (the EFI partition stays put).
@@ -492,10 +497,12 @@ class Storage:
             "resource_uri": (f"{API_PREFIX}nodes/{sid}/blockdevices/{device.id}/partition/{p.id}"),
         }
 
-    def device_json(self, sid: str, d: BlockDevice) -> dict[str, Any]:
+    def device_json(self, sid: str, d: BlockDevice, *, firmware: bool = False) -> dict[str, Any]:
+        """A block device; ``firmware``: with ``firmware_version``, which only the machine's
+        own device sets show, for physical disks (recorded against MAAS 3.5.10)."""
         used = self.used_size(d)
         fs = self.fs(d)
-        return {
+        shown = {
             "system_id": sid,
             "id": d.id,
             "name": d.name,
@@ -514,11 +521,13 @@ class Storage:
             "filesystem": fs.as_json() if fs else None,
             "partition_table_type": "GPT" if d.partitions is not None else None,
             "partitions": [self.partition_json(sid, d, p) for p in d.partitions or []],
-            "firmware_version": d.firmware_version,
             "storage_pool": None,
             "numa_node": d.numa_node,
             "resource_uri": f"{API_PREFIX}nodes/{sid}/blockdevices/{d.id}/",
         }
+        if firmware and d.kind == "physical":
+            shown["firmware_version"] = d.firmware_version
+        return shown
 
     def vg_json(self, sid: str, vg: VolumeGroup) -> dict[str, Any]:
         size, used = self.vg_size(vg), self.vg_used(vg)
@@ -550,7 +559,7 @@ class Storage:
 
     def machine_fields(self, sid: str) -> dict[str, Any]:
         """The storage fields of the machine object (``boot_disk``, the device sets, ...)."""
-        devices = [self.device_json(sid, d) for d in self.devices]
+        devices = [self.device_json(sid, d, firmware=True) for d in self.devices]
         boot = self.boot_disk()
         return {
             "boot_disk": next((j for j in devices if boot and j["id"] == boot.id), None),

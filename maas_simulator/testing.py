@@ -190,8 +190,8 @@ def start(sim: Simulator, m: Machine, user: User, data: dict[str, list[str]]) ->
     try:
         for script in select(sim.scripts, m, names, TESTING):
             results += new_results(m, script, params.get(script.name, {}), sim.new_id, now)
-    except ParameterErrors as exc:
-        raise invalid(exc.errors) from exc
+    except ParameterErrors as exc:  # the parameters form's errors: JSON without a charset
+        raise ApiError(400, exc.errors, json_body=True, content_type="application/json") from exc
     if not results:
         raise ApiError(400, "No testing scripts found!")
     for r in results:

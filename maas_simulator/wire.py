@@ -7,6 +7,9 @@ and produces the ``describe/`` document real clients (python-libmaas) build them
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import ipaddress
 import re
 from collections.abc import Callable
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from maas_client.status import NodeStatus
 from maas_simulator.errors import ApiError, invalid
@@ -23,8 +26,6 @@ from maas_simulator.nodes import Machine, Node
 from maas_simulator.users import Token, User
 
 S = NodeStatus
-TRUE = {"1", "true", "yes", "on"}
-FALSE = {"0", "false", "no", "off", ""}
 MAC = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$", re.IGNORECASE)
 OAUTH_PARAMS = (
     "oauth_consumer_key",
@@ -58,9 +59,6 @@ class Request:
 
     def all(self, name: str) -> list[str]:
         return self.query.get(name, []) + self.form.get(name, [])
-
-    def flag(self, name: str) -> bool:
-        return (self.get(name) or "").strip().lower() in TRUE
 
     @property
     def data(self) -> dict[str, list[str]]:
@@ -182,14 +180,27 @@ def parse_oauth(header: str) -> dict[str, str] | None:
 
 
 def oauth_error(message: str) -> ApiError:
-    """piston's ``send_oauth_error``: 401 with an OAuth challenge header."""
+    """piston's ``send_oauth_error``: 401 with an OAuth challenge header, as HTML."""
     return ApiError(
-        401, f"Authorization Error: {message}", headers={"WWW-Authenticate": 'OAuth realm="OAuth"'}
+        401,
+        f"Authorization Error: {message}",
+        headers={"WWW-Authenticate": 'OAuth realm="OAuth"'},
+        content_type="text/html; charset=utf-8",
     )
 
 
-def authenticate(sim: Simulator, header: str | None) -> tuple[User, Token] | None:
-    """OAuth1 PLAINTEXT as MAAS checks it. Raise 401 with MAAS's texts; None = anonymous.
+def authenticate(
+    sim: Simulator,
+    header: str | None,
+    *,
+    method: str = "GET",
+    url: str = "",
+    request_params: list[tuple[str, str]] | None = None,
+) -> tuple[User, Token] | None:
+    """OAuth1 as MAAS (piston) checks it: PLAINTEXT, or HMAC-SHA1 over the request's base
+    string (``method``, ``url`` as the client addressed it, ``request_params``: the query and
+    the form fields, multipart ones included, as piston takes them from ``request.REQUEST``).
+    Raise 401 with MAAS's texts; None = anonymous.
 
     Every token has its own consumer (``create_auth_token``): the consumer key names the token,
     whose key and secret must then match.
@@ -215,12 +226,44 @@ def authenticate(sim: Simulator, header: str | None) -> tuple[User, Token] | Non
         raise oauth_error(f"'Invalid access token: {params['oauth_token']}'")
     if params.get("oauth_version", "1.0") != "1.0":
         raise oauth_error("'OAuth version must be 1.0'")
-    if (
-        params["oauth_signature_method"] != "PLAINTEXT"
-        or params["oauth_signature"] != f"&{token.token_secret}"
-    ):
+    method_name = params["oauth_signature_method"]
+    if method_name == "HMAC-SHA1":
+        base = signature_base_string(method, url, [*params.items(), *(request_params or [])])
+        key = f"&{escape(token.token_secret)}".encode()
+        expected = base64.b64encode(hmac.new(key, base.encode(), hashlib.sha1).digest()).decode()
+        if not hmac.compare_digest(expected, params["oauth_signature"]):
+            raise oauth_error(f"'Invalid signature. Expected signature base string: {base}'")
+        return user, token
+    if method_name != "PLAINTEXT":
+        raise oauth_error(
+            f"'Signature method {method_name} not supported try one of the following: "
+            "PLAINTEXT, HMAC-SHA1'"
+        )
+    if params["oauth_signature"] != f"&{token.token_secret}":
+        # piston's text quotes the expected signature, the token secret itself: not echoed here
         raise oauth_error("'Invalid signature.'")
     return user, token
+
+
+def escape(value: str) -> str:
+    """OAuth's percent-encoding (RFC 5849 3.6: only unreserved characters stay)."""
+    return quote(value, safe="~")
+
+
+def signature_base_string(method: str, url: str, params: list[tuple[str, str]]) -> str:
+    """RFC 5849 3.4.1: the method, the URL without query (scheme and host lower case, no default
+    port) and every parameter but the signature and the realm, encoded and sorted."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    if port is not None and (parts.scheme, port) not in (("http", 80), ("https", 443)):
+        host = f"{host}:{port}"
+    base_url = f"{parts.scheme.lower()}://{host}{parts.path}"
+    pairs = sorted(
+        (escape(k), escape(v)) for k, v in params if k not in ("oauth_signature", "realm")
+    )
+    normalized = "&".join(f"{k}={v}" for k, v in pairs)
+    return "&".join(escape(x) for x in (method.upper(), base_url, normalized))
 
 
 # -- permissions ----------------------------------------------------------------------------------
@@ -252,6 +295,28 @@ def require(user: User | None, perm: str, node: Node) -> None:
 
 # -- helpers ------------------------------------------------------------------------------------
 
+HOST_LABEL = re.compile(r"[a-zA-Z0-9-]*$")
+
+
+def hostname_problem(hostname: str) -> str | None:
+    """``validate_hostname``: what is wrong with a hostname (RFCs 952 and 1123 as MAAS reads
+    them), or None."""
+    if len(hostname) > 255:
+        return "Hostname is too long.  Maximum allowed is 255 characters."
+    host = hostname.split(".")[0]
+    if "_" in host:
+        return f"Host label cannot contain underscore: {host!r}."
+    for label in hostname.split("."):
+        if not label:
+            return "DNS name contains an empty label."
+        if len(label) > 63:
+            return f"Label is too long: {label!r}.  Maximum allowed is 63 characters."
+        if label.startswith("-") or label.endswith("-"):
+            return f"Label cannot start or end with hyphen: {label!r}."
+        if not HOST_LABEL.match(label):
+            return f"Label contains disallowed characters: {label!r}."
+    return None
+
 
 def machine_or_404(sim: Simulator, req: Request) -> Machine:
     m = sim.machines.get(req.params["system_id"])
@@ -277,11 +342,7 @@ def text(status: int, message: str) -> Response:
 
 def deleted() -> Response:
     """piston's ``rc.DELETED``."""
-    return Response(204, b"", "text/plain; charset=utf-8")
-
-
-def bool_field(value: str | None) -> bool:
-    return (value or "").strip().lower() in TRUE
+    return Response(204, b"", "text/plain")
 
 
 def mandatory(req: Request, name: str, source: dict[str, list[str]] | None = None) -> str:
@@ -293,10 +354,13 @@ def mandatory(req: Request, name: str, source: dict[str, list[str]] | None = Non
 
 
 def int_param(req: Request, name: str, default: int | None) -> int | None:
-    """``get_optional_param(..., Int)``: a non-integer is a 400 with formencode's text."""
+    """``get_optional_param(..., Int)``: absent → the default; empty → None (formencode's empty
+    value, not the default); a non-integer is a 400 with formencode's text."""
     value = req.get(name)
-    if value is None or value == "":
+    if value is None:
         return default
+    if value.strip() == "":
+        return None
     try:
         return int(value)
     except ValueError as exc:
@@ -318,14 +382,47 @@ REQUIRED = "This field is required."
 
 
 def form_data(req: Request) -> dict[str, str]:
-    """A form's view of the body: the first value of each field."""
-    return {k: v[0] for k, v in req.data.items() if v}
+    """A form's view of the body: the last value of each field, as ``QueryDict.get`` gives
+    it to a single-valued field."""
+    return {k: v[-1] for k, v in req.data.items() if v}
+
+
+# How MAAS 3.5 reads a boolean depends on the parser of that one field (docs/maas-api.md §3.7,
+# "How MAAS reads each field"); the same text means different things in each.
 
 
 def checkbox(value: str) -> bool:
     """``BooleanField`` (``CheckboxInput``): only "false" (any case) and "" are false; "0" is
     true, as Django reads it."""
     return value.lower() not in ("false", "")
+
+
+STRING_BOOL_TRUE = ("true", "t", "yes", "y", "on", "1")
+STRING_BOOL_FALSE = ("false", "f", "no", "n", "off", "0")
+
+
+def string_bool(source: dict[str, list[str]], name: str, default: bool = False) -> bool:
+    """``get_optional_param(source, name, default, StringBool)`` (formencode): absent → the
+    default; ``true t yes y on 1`` (any case, stripped) → true; ``false f no n off 0`` and the
+    empty string → false; anything else → 400 ``Invalid <name>: Value should be 'true' or
+    'false'``. ``source`` is what the handler reads (``request.POST``: the body; ``request.GET``:
+    the query string)."""
+    values = source.get(name)
+    if not values:
+        return default
+    value = values[-1].strip().lower()
+    if value in STRING_BOOL_TRUE:
+        return True
+    if not value or value in STRING_BOOL_FALSE:
+        return False
+    raise ApiError(400, f"Invalid {name}: Value should be 'true' or 'false'")
+
+
+def any_value(source: dict[str, list[str]], name: str) -> bool:
+    """``get_optional_param(source, name, False, Bool)`` (formencode ``Bool``): any non-empty
+    value is true, ``0`` and ``false`` included; absent or empty is false."""
+    values = source.get(name)
+    return bool(values and values[-1])
 
 
 def null_boolean(value: str | None) -> bool | None:

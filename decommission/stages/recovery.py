@@ -6,6 +6,7 @@ from typing import Any
 
 from maas_client.errors import MaasNotFound
 from maas_client.status import RELEASABLE
+from maas_client.types import Machine
 from maas_domain.errors import Conflict
 from maas_domain.site_client import client_for_site
 from workflows import family, verbs
@@ -26,9 +27,7 @@ def reset(ctx: Ctx) -> Result:
         machine = machine_of(ctx)
     except MaasNotFound:
         return Fail("not_in_maas", f"machine {wf.maas_system_id} is gone from MAAS")
-    if machine.status in (S.DISK_ERASING, S.DEPLOYING) and not ctx.sent("abort"):
-        ctx.maas.abort(machine.system_id, comment=comment(ctx, "restart-clean"))
-        ctx.event("maas.action", f"aborted {machine.status_name}")
+    _abort_in_flight(ctx, machine, "restart-clean")
     return Done(
         "reset: the next attempt starts from preflight",
         {"erased": None, "fallback_used": False, "release_requested": False},
@@ -44,10 +43,23 @@ def cancel(ctx: Ctx) -> Result:
         return Done("cancelled before MAAS was touched")
     machine = machine_of(ctx)
     ctx.observe(machine)
-    if machine.status in (S.DISK_ERASING, S.DEPLOYING) and not ctx.sent("abort"):
-        ctx.maas.abort(machine.system_id, comment=comment(ctx, "cancel"))
-        ctx.event("maas.action", f"aborted {machine.status_name}")
+    _abort_in_flight(ctx, machine, "cancel")
     return Done(f"cancelled; MAAS shows {machine.status_name}")
+
+
+def _abort_in_flight(ctx: Ctx, machine: Machine, why: str) -> None:
+    """Abort an erase or a deploy MAAS is running for us, once. Our erase runs in Releasing,
+    which MAAS cannot abort: it runs on, and the timeline says so."""
+    if ctx.sent("abort"):
+        return
+    if machine.status in (S.DISK_ERASING, S.DEPLOYING):
+        ctx.maas.abort(machine.system_id, comment=comment(ctx, why))
+        ctx.event("maas.action", f"aborted {machine.status_name}")
+    elif machine.status == S.RELEASING:
+        ctx.event(
+            "maas.observed",
+            "MAAS cannot abort a machine in Releasing: the release (and its erase) runs on",
+        )
 
 
 def _cancel_child(wf: Decommission, reason: str) -> int | None:

@@ -28,7 +28,7 @@ from .common import ERASING, GET, POLL, RELEASING, Ctx, S, comment, machine_of
         C("allocate", "only if Ready and an erase is required"),
         C("release", "with the policy's erase mode"),
         C("machine_hardware", "the disks to account for, before an erase is sent"),
-        C("release_runs", "the wipe's output, each disk's line, once Ready"),
+        C("release_runs", "the newest run before the release; its wipe's lines, after it"),
         C("abort", "a failed or stuck erase, policy permitting"),
         C("mark_broken", "then, instead of releasing unerased disks"),
     ),
@@ -44,21 +44,11 @@ def release(ctx: Ctx) -> Result:
         return _fallback(ctx, machine)
     if ctx.data.get("unproven"):
         return _out_of_the_pool(ctx, machine)
-    if status == S.DISK_ERASING:
-        seen = ctx.data.setdefault("erasing_since", timezone.now().isoformat())
-        stuck_at = datetime.fromisoformat(seen) + timedelta(seconds=policy.erase_stuck_seconds)
-        if timezone.now() >= stuck_at:
-            return _erase_failed(
-                ctx, machine, f"Disk erasing for more than {policy.erase_stuck_seconds}s"
-            )
-        left = (stuck_at - timezone.now()).total_seconds() + 1
-        return Wait("erasing disks", sid, int(status), min(POLL, left))
-    if status == S.RELEASING:
-        return Wait("releasing", sid, int(status), POLL)
-    if status == S.FAILED_DISK_ERASING:
-        return _erase_failed(ctx, machine, machine.status_message or machine.status_name)
-    if status == S.FAILED_RELEASING and ctx.sent("release"):
-        return Fail("release_failed", f"MAAS could not release the machine: {_why(machine)}")
+    # our erase runs as a release script: Releasing while wipe-disks runs (Disk erasing only
+    # for a release whose one script is wipe-disks, which we no longer send)
+    erasing = mode != "none" and (ctx.sent("release") or wf.release_requested)
+    if (moving := _in_flight(ctx, machine, mode, erasing=erasing)) is not None:
+        return moving
     if status == S.READY and (ctx.sent("release") or mode == "none" or wf.erased):
         return _released(ctx, mode)
     if status == S.READY:
@@ -72,27 +62,90 @@ def release(ctx: Ctx) -> Result:
     if status in RELEASABLE:
         if ctx.sent("release"):
             return Wait("waiting for MAAS to start the release", sid, int(status), 30)
-        before: dict[str, Any] = {"release_requested": True}
-        if mode != "none":  # what the erase must account for, kept before it is sent
-            disks = erase.disks_before(maas.machine_hardware(sid).disks)
-            before["erase_evidence"] = {"mode": mode, "disks": disks, "outcome": "requested"}
-        ctx.save_now(**before)
-        answer = maas.release(
-            sid,
-            erase=mode != "none",
-            secure_erase=mode == "secure",
-            quick_erase=mode == "quick",
-            comment=comment(ctx, "release"),
-        )
-        ctx.event(
-            "maas.action",
-            f"release sent ({'no erase' if mode == 'none' else mode + ' erase'}): "
-            f"MAAS answered {answer.status_name}",
-            erase_mode=mode,
-            maas_status=answer.status_name,
-        )
-        return Wait("releasing", sid, int(answer.status), POLL)
+        return _send_release(ctx, sid, mode)
     return Fail("unexpected_state", f"machine is {machine.status_name} in MAAS; cannot release it")
+
+
+def _in_flight(ctx: Ctx, machine: Machine, mode: str, *, erasing: bool) -> Result | None:
+    """What a release in flight, or its failure, decides (None: it is not in flight)."""
+    status = machine.status
+    if status == S.DISK_ERASING or (status == S.RELEASING and erasing):
+        return _erasing(ctx, machine)
+    if status == S.RELEASING:
+        return Wait("releasing", machine.system_id, int(status), POLL)
+    if status == S.FAILED_DISK_ERASING:
+        return _erase_failed(ctx, machine, machine.status_message or machine.status_name)
+    if status == S.FAILED_RELEASING and ctx.sent("release"):
+        return _release_failed(ctx, machine, mode, erasing=erasing)
+    return None
+
+
+def _erasing(ctx: Ctx, machine: Machine) -> Result:
+    """The erase runs: wait, on our own clock (MAAS 3.5 never times a release's scripts out:
+    docs/maas-api.md §4.3); past ``erase_stuck_seconds`` it counts as failed."""
+    policy, status = ctx.policy, machine.status
+    seen = ctx.data.setdefault("erasing_since", timezone.now().isoformat())
+    stuck_at = datetime.fromisoformat(seen) + timedelta(seconds=policy.erase_stuck_seconds)
+    if timezone.now() >= stuck_at:
+        return _erase_failed(
+            ctx, machine, f"{status.label} for more than {policy.erase_stuck_seconds}s"
+        )
+    left = (stuck_at - timezone.now()).total_seconds() + 1
+    return Wait("erasing disks", machine.system_id, int(status), min(POLL, left))
+
+
+def _send_release(ctx: Ctx, sid: str, mode: str) -> Result:
+    """Release with the erase policy names, once; what the erase must account for (the disks,
+    the newest release run so far) kept before it is sent."""
+    maas = ctx.maas
+    before: dict[str, Any] = {"release_requested": True}
+    if mode != "none":
+        disks = erase.disks_before(maas.machine_hardware(sid).disks)
+        # the evidence must come from a run this release makes, not a kept older one
+        runs = [r.id for r in maas.release_runs(sid)]
+        before["erase_evidence"] = {
+            "mode": mode,
+            "disks": disks,
+            "outcome": "requested",
+            "runs_before": max(runs, default=0),
+        }
+    ctx.save_now(**before)
+    answer = maas.release(
+        sid,
+        erase=mode != "none",
+        secure_erase=mode == "secure",
+        quick_erase=mode == "quick",
+        # The erase's evidence: with wipe-disks alone MAAS runs it in Disk erasing and keeps
+        # none of its output; one more entry in the script list (wipe-disks' own tag) runs it
+        # in Releasing, which stores each disk's line (docs/decommission.md)
+        scripts=[erase.WIPE_TAG] if mode != "none" else None,
+        comment=comment(ctx, "release"),
+    )
+    ctx.event(
+        "maas.action",
+        f"release sent ({'no erase' if mode == 'none' else mode + ' erase'}): "
+        f"MAAS answered {answer.status_name}",
+        erase_mode=mode,
+        maas_status=answer.status_name,
+    )
+    return Wait("releasing", sid, int(answer.status), POLL)
+
+
+def _release_failed(ctx: Ctx, machine: Machine, mode: str, *, erasing: bool) -> Result:
+    """Releasing failed: after an erase, wipe-disks failed or the release after it did; the
+    evidence tells which."""
+    if not erasing:
+        return Fail("release_failed", f"MAAS could not release the machine: {_why(machine)}")
+    report = _erase_evidence(ctx, mode)
+    ctx.save_now(erase_evidence=report)
+    if not report["erased"]:
+        return _erase_failed(ctx, machine, _why(machine))
+    return Fail(
+        "release_failed",
+        f"every disk was erased (evidence kept) but MAAS could not finish the release: "
+        f"{_why(machine)}",
+        updates={"erased": True},
+    )
 
 
 def _why(machine: Machine) -> str:
@@ -157,10 +210,15 @@ def _erase_evidence(ctx: Ctx, mode: str) -> dict[str, Any]:
     """Each disk MAAS listed before the release, with what the wipe's output says of it (a
     workflow that kept no list reads MAAS's disks now: MAAS keeps them across a release)."""
     sid = ctx.wf.maas_system_id
-    disks = (ctx.wf.erase_evidence or {}).get("disks")
+    kept = ctx.wf.erase_evidence or {}
+    disks = kept.get("disks")
     if not disks:
         disks = erase.disks_before(ctx.maas.machine_hardware(sid).disks)
-    return erase.evidence(disks, ctx.maas.release_runs(sid), mode=mode)
+    runs = ctx.maas.release_runs(sid)
+    if "runs_before" not in kept:  # a workflow that kept no mark: any kept run
+        return erase.evidence(disks, runs, mode=mode)
+    newer = [r for r in runs if r.id > int(kept["runs_before"])]
+    return {**erase.evidence(disks, newer, mode=mode), "runs_before": kept["runs_before"]}
 
 
 def _erase_failed(ctx: Ctx, machine: Machine, why: str) -> Result:
@@ -197,6 +255,8 @@ def _fallback(ctx: Ctx, machine: Machine) -> Result:
                 machine = _step(
                     ctx, "abort", lambda: maas.abort(sid, comment=comment(ctx, "abort"))
                 )
+            elif status == S.RELEASING:  # our erase's usual status, which MAAS cannot abort
+                ctx.event("fallback.step", "abort: MAAS cannot abort a machine in Releasing")
             else:
                 ctx.event("fallback.step", f"abort: nothing in flight (MAAS shows {status.label})")
         elif status in ERASING:

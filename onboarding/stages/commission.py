@@ -26,7 +26,7 @@ from workflows.results import Done, Fail, Result, Wait
     calls=(
         GET,
         C("commission", "unless Ready"),
-        C("script_results", "on a failure, the scripts that failed"),
+        C("script_results", "on a failure (or Failed testing), the scripts that failed"),
     ),
     expects=COMMISSIONING,
 )
@@ -57,11 +57,24 @@ def commission(ctx: Ctx) -> Result:
             "hardware failed or was repaired) and MAAS commissions only New, Ready, Broken or "
             "Failed commissioning machines: release it first",
         )
+    if status == S.FAILED_TESTING:
+        # Not ours (ours failed above): MAAS refuses to commission from Failed testing (recorded
+        # against MAAS 3.5.10), and clearing it is a human's call on the failed tests
+        # (docs/onboarding.md, "Commission").
+        return Fail(
+            "failed_testing",
+            f"machine is Failed testing in MAAS ({_why(machine)})"
+            + _failed_scripts(ctx, machine.system_id, "testing")
+            + "; MAAS does not commission a machine in Failed testing: look at the failed "
+            "tests, then in MAAS override the failed testing (Ready) or mark the machine broken "
+            "and fixed, and retry",
+            {"maas_status": machine.status_name},
+        )
     if status in PAST_COMMISSIONING:
         # MAAS's truth (a rerun or adopt of a machine already commissioned and allocated or
         # deployed): commissioning would wipe it; later stages take it as it is.
         return Done(f"MAAS shows {machine.status_name}: commissioned before; not recommissioned")
-    if status in (S.NEW, S.BROKEN, S.FAILED_COMMISSIONING, S.FAILED_TESTING):
+    if status in (S.NEW, S.BROKEN, S.FAILED_COMMISSIONING):  # MAAS's Commission statuses
         return _send(ctx, machine)
     return Fail(
         "unexpected_state",
@@ -83,9 +96,13 @@ def _send(ctx: Ctx, machine: Machine) -> Result:
     )
 
 
-def _failed_scripts(ctx: Ctx, system_id: str) -> str:
-    sets = ctx.maas.script_results(system_id, result_type="commissioning")
+def _failed_scripts(ctx: Ctx, system_id: str, result_type: str = "commissioning") -> str:
+    sets = ctx.maas.script_results(system_id, result_type=result_type)
     failed = [
         r.name for s in sets[-1:] for r in s.results if r.status_name in ("Failed", "Timed out")
     ]
     return f"; failed scripts: {', '.join(failed)}" if failed else ""
+
+
+def _why(machine: Machine) -> str:
+    return machine.error_description or machine.status_message or "no reason given"

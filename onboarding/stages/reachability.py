@@ -4,6 +4,7 @@ node-facing URLs.
 
 from __future__ import annotations
 
+from maas_client.hardware import Script
 from maas_domain import redaction, urlsafety
 from onboarding.models import Onboarding
 from onboarding.stages.common import GET, POLL, Ctx, S, read_machine
@@ -24,7 +25,12 @@ def reachability_applies(wf: Onboarding) -> bool:
 
 @stage(
     timeout=1800,
-    calls=(GET, C("test", "the policy's testing script, node-facing URLs"), C("script_results")),
+    calls=(
+        GET,
+        C("testing_scripts", "the script's url parameter, before the test is sent"),
+        C("test", "the policy's testing script, node-facing URLs"),
+        C("script_results"),
+    ),
     expects=(S.READY, S.TESTING, S.FAILED_TESTING),
     applies=reachability_applies,
 )
@@ -44,6 +50,8 @@ def reachability(ctx: Ctx) -> Result:
                 "unexpected_state", f"machine is {machine.status_name}; the check needs Ready"
             )
         urls = [url for _, url in fetch_targets(ctx)]
+        if problem := url_parameter_problem(maas.testing_scripts(), script, urls):
+            return Fail("reachability_script", problem, {"script": script})
         maas.test(sid, testing_scripts=[script], parameters={f"{script}_url": ",".join(urls)})
         ctx.event(
             "maas.action",
@@ -70,6 +78,33 @@ def reachability(ctx: Ctx) -> Result:
         f"{script} {found.status_name.lower()} on the machine: {output[:400] or '(no output)'}",
         {"script": script, "maas_status": machine.status_name},
     )
+
+
+def url_parameter_problem(scripts: list[Script], name: str, urls: list[str]) -> str:
+    """What real MAAS would do with ``<name>_url=<urls joined by commas>``, when it is not a
+    check of every URL (docs/onboarding.md, "Predeploy checks"): a script MAAS lacks; a script
+    without a ``url`` parameter (MAAS drops the value and the test checks nothing); several URLs
+    to a ``url`` parameter without ``allow_list`` (MAAS 3.5 takes one URL there: host:port URLs
+    joined by a comma are refused, URLs with paths pass as one URL; recorded against MAAS
+    3.5.10); a URL that has a comma of its own (the list is split on commas)."""
+    script = next((s for s in scripts if s.name == name), None)
+    if script is None:
+        return f"MAAS has no testing script {name}: infra registers it (policy names it)"
+    param = script.parameters.get("url")
+    if param is None or param.get("type") != "url":
+        return (
+            f"testing script {name} declares no url parameter: MAAS would drop the URLs and "
+            "the test would check nothing"
+        )
+    if len(urls) > 1 and not param.get("allow_list"):
+        return (
+            f"testing script {name} declares its url parameter without allow_list: MAAS takes "
+            f"one URL there, and the node must reach {len(urls)}; declare allow_list: true in "
+            "the script's metadata (MAAS's internet-connectivity does)"
+        )
+    if any("," in url for url in urls):
+        return "a node-facing URL has a comma, and MAAS splits the url list on commas"
+    return ""
 
 
 def _shown_output(output: str, urls: list[str]) -> str:

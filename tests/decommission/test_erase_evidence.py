@@ -122,3 +122,29 @@ def test_lookalike_lines_do_not_count() -> None:
         "nvme1n1: successfully quickly wiped. (not really)\n  nvme0n1:successfully quickly wiped.\n"
     )
     assert set(erase.per_disk(out)) == set()
+
+
+def test_half_a_quick_wipe_failing_is_not_erased_though_the_script_says_so() -> None:
+    """MAAS 3.5's wipe_quickly: with wipefs failed and the 2 MiB overwrite done (or the other
+    way round) its error count is 0 and it prints the success line anyway."""
+    out = (
+        "nvme0n1, nvme1n1 to be wiped.\n"
+        "nvme0n1: starting quick wipe.\nnvme0n1: wipefs failed (1)\n"
+        "nvme0n1: successfully quickly wiped.\n"
+        "nvme1n1: starting quick wipe.\n"
+        "nvme1n1: OS error while wiping beginning/end of disk (Input/output error)\n"
+        "nvme1n1: successfully quickly wiped.\nAll disks have been successfully wiped.\n"
+    )
+    report = erase.evidence(DISKS, [run(out)], mode="quick")
+    assert report["erased"] is False
+    assert outcomes(report) == {"nvme0n1": ("failed", "quick"), "nvme1n1": ("failed", "quick")}
+    assert report["disks"][0]["line"] == "nvme0n1: wipefs failed (1)"
+
+
+def test_a_disk_erasing_run_proves_nothing() -> None:
+    """A release whose one script is wipe-disks runs in Disk erasing, where MAAS 3.5 stores no
+    result: Pending, no output, whatever the node did (the recorded release-erase steps)."""
+    pending = run("", status="Pending")
+    report = erase.evidence(DISKS, [pending], mode="secure")
+    assert (report["erased"], report["result_status"]) == (False, "Pending")
+    assert {d["outcome"] for d in report["disks"]} == {"no_evidence"}

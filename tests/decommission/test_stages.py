@@ -11,6 +11,7 @@ import pytest
 from decommission.models import Decommission, Mode
 from maas_client.status import NodeStatus
 from maas_domain.models import Allocation, Node
+from tests.support.maas import Api
 from tests.support.stages import Bench, run_stage
 from workflows import family
 
@@ -213,22 +214,52 @@ def test_an_erase_stuck_past_the_policy_limit_counts_as_failed(bench: Bench) -> 
     erasing_since(wf, 61)
     result, events = step(wf)
     assert (type(result).__name__, result.failure_class) == ("Hold", "erase_failed")
+    # MAAS never times out a release's scripts: the stage's own clock decides
     assert result.message == (
-        "disk erase failed (Disk erasing for more than 60s) and policy forbids the no-erase "
-        "fallback: machine left Disk erasing in MAAS; disks NOT erased; node quarantined"
+        "disk erase failed (Releasing for more than 60s) and policy forbids the no-erase "
+        "fallback: machine left Releasing in MAAS; disks NOT erased; node quarantined"
     )
     assert "erase.failed" in kinds(events)
     assert bench.sim.mutations(wf.maas_system_id) == ["machine.release"]
 
 
-def test_a_stuck_erase_is_aborted_then_the_next_step_marks_the_machine_broken(
+def test_a_stuck_erase_in_releasing_is_marked_broken_as_maas_cannot_abort_it(
     bench: Bench,
 ) -> None:
-    """Once the erase failed, the stage runs only the fallback: it never counts a machine
-    MAAS shows afterwards as released, and never re-judges the erase."""
+    """Our erase runs in Releasing, which MAAS cannot abort: the fallback says so and marks the
+    machine Broken at once; once failed, the stage never re-judges the erase."""
     bench.policy(erase_stuck_seconds=60, release_fallback_allowed=True)
     wf = decommission(bench, "s2", faults={"release_stuck": True})
     step(wf)
+    step(wf)
+    erasing_since(wf, 61)
+    result, events = step(wf)
+    assert (type(result).__name__, result.failure_class, result.updates) == (
+        "Hold",
+        "erase_failed",
+        {"erased": False, "fallback_used": True},
+    )
+    assert result.message == (
+        "disk erase failed (Releasing for more than 60s); the fallback left the machine "
+        "Broken in MAAS (out of the Ready pool): disks NOT erased; node quarantined"
+    )
+    steps = [m for kind, m, _ in events if kind == "fallback.step"]
+    assert steps[0] == "abort: MAAS cannot abort a machine in Releasing"
+    assert steps[1].startswith("mark-broken (keeps the unerased machine out of the Ready pool)")
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.mark_broken"]
+    [broken] = bench.sim.sent("machine.mark_broken", wf.maas_system_id)
+    assert broken["comment"] == f"erase failed (decommission {wf.pk}, storage_cleanup)"
+    assert Api(bench.sim).status(wf.maas_system_id) == "Broken"
+
+
+def test_a_stuck_disk_erasing_is_aborted_then_the_next_step_marks_the_machine_broken(
+    bench: Bench,
+) -> None:
+    """A release someone else sent with wipe-disks alone runs in Disk erasing, which MAAS can
+    abort: the fallback aborts it, waits for the abort to land, then marks it Broken."""
+    bench.policy(erase_stuck_seconds=60, release_fallback_allowed=True)
+    wf = decommission(bench, "s2b", faults={"release_stuck": True})
+    assert Api(bench.sim).ok(wf.maas_system_id, "release", erase="true")["status"] == 14
     step(wf)
     erasing_since(wf, 61)
     result, events = step(wf)
@@ -238,28 +269,17 @@ def test_a_stuck_erase_is_aborted_then_the_next_step_marks_the_machine_broken(
     )
     assert kinds(events)[-3:] == ["erase.failed", "fallback.started", "fallback.step"]
     assert events[-1][1] == "abort: MAAS answered Disk erasing"
-    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
     [abort] = bench.sim.sent("machine.abort", wf.maas_system_id)
     assert abort["comment"] == f"abort (decommission {wf.pk}, storage_cleanup)"
     bench.sim.advance(120)  # the abort lands: Failed disk erasing
     result, events = step(wf)
-    assert (type(result).__name__, result.failure_class, result.updates) == (
-        "Hold",
-        "erase_failed",
-        {"erased": False, "fallback_used": True},
-    )
-    assert result.message == (
-        "disk erase failed (Disk erasing for more than 60s); the fallback left the machine "
-        "Broken in MAAS (out of the Ready pool): disks NOT erased; node quarantined"
-    )
+    assert (type(result).__name__, result.failure_class) == ("Hold", "erase_failed")
     assert "erase.failed" not in kinds(events)
     assert bench.sim.mutations(wf.maas_system_id) == [
         "machine.release",
         "machine.abort",
         "machine.mark_broken",
     ]
-    [broken] = bench.sim.sent("machine.mark_broken", wf.maas_system_id)
-    assert broken["comment"] == f"erase failed (decommission {wf.pk}, storage_cleanup)"
 
 
 def test_a_failed_erase_with_the_fallback_marks_the_machine_broken(bench: Bench) -> None:
@@ -271,7 +291,7 @@ def test_a_failed_erase_with_the_fallback_marks_the_machine_broken(bench: Bench)
     assert (type(result).__name__, result.failure_class) == ("Hold", "erase_failed")
     assert "the fallback left the machine Broken in MAAS" in result.message
     messages = [m for kind, m, _ in events if kind == "fallback.step"]
-    assert messages[0] == "abort: nothing in flight (MAAS shows Failed disk erasing)"
+    assert messages[0] == "abort: nothing in flight (MAAS shows Releasing failed)"
     assert messages[1].startswith("mark-broken (keeps the unerased machine out of the Ready pool)")
     assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.mark_broken"]
 
@@ -428,11 +448,19 @@ def test_complete_says_what_became_of_the_disks(
     assert run(wf, "complete")[0].message == message
 
 
-def test_cancel_aborts_an_erase_once(bench: Bench) -> None:
+def test_cancel_aborts_an_erase_once_and_says_when_maas_cannot(bench: Bench) -> None:
     wf = decommission(bench, "s16", faults={"release_stuck": True})
     step(wf)
+    result, events = run(wf, "cancel")
+    assert (type(result).__name__, result.message) == ("Done", "cancelled; MAAS shows Releasing")
+    assert (
+        "maas.observed",
+        "MAAS cannot abort a machine in Releasing: the release (and its erase) runs on",
+    ) in [(k, m) for k, m, _ in events]
+    assert bench.sim.mutations(wf.maas_system_id) == ["machine.release"]
+    set_status(bench, wf.maas_system_id, S.DISK_ERASING)  # an erase MAAS can abort
     result, _ = run(wf, "cancel")
-    assert (type(result).__name__, result.message) == ("Done", "cancelled; MAAS shows Disk erasing")
+    assert result.message == "cancelled; MAAS shows Disk erasing"
     assert bench.sim.mutations(wf.maas_system_id) == ["machine.release", "machine.abort"]
 
 
@@ -448,6 +476,7 @@ def test_cancel_leaves_a_deployed_machine_alone(bench: Bench) -> None:
 def test_reset_aborts_an_erase_and_forgets_the_last_attempt(bench: Bench) -> None:
     wf = decommission(bench, "s18", faults={"release_stuck": True})
     step(wf)
+    set_status(bench, wf.maas_system_id, S.DISK_ERASING)
     result, _ = run(wf, "reset")
     assert (type(result).__name__, result.updates) == (
         "Done",
@@ -496,11 +525,64 @@ def test_a_release_maas_has_not_started_is_waited_for_not_sent_again(bench: Benc
 
 def test_a_release_maas_failed_fails_the_stage(bench: Bench) -> None:
     wf = decommission(bench, "t4", faults={"release_stuck": True})
+    Decommission.objects.filter(pk=wf.pk).update(erase_mode="none")
     step(wf)
     set_status(bench, wf.maas_system_id, S.FAILED_RELEASING)
     result, _ = step(wf)
     assert (type(result).__name__, result.failure_class) == ("Fail", "release_failed")
     assert result.message.startswith("MAAS could not release the machine: ")
+
+
+def test_releasing_failed_after_an_erase_is_judged_by_the_evidence(bench: Bench) -> None:
+    """Our erase runs as a release script: Releasing failed means wipe-disks failed, or the
+    release after it did. No evidence: a failed erase; every disk proven: a failed release."""
+    bench.policy(release_fallback_allowed=False)
+    failed = decommission(bench, "t4a", faults={"erase_failure": [1]})
+    step(failed)
+    bench.sim.advance(7200)
+    assert Api(bench.sim).status(failed.maas_system_id) == "Releasing failed"
+    result, _ = step(failed)
+    assert (type(result).__name__, result.failure_class) == ("Hold", "erase_failed")
+    failed.refresh_from_db()
+    assert failed.erase_evidence["erased"] is False
+    assert failed.erase_evidence["result_status"] == "Failed"
+
+    erased = decommission(bench, "t4b", ipmi="10.2.0.3")
+    step(erased)
+    bench.sim.advance(7200)  # the wipe passed and MAAS released the machine...
+    set_status(bench, erased.maas_system_id, S.FAILED_RELEASING)  # ...then failed its power-off
+    result, _ = step(erased)
+    assert (type(result).__name__, result.failure_class, result.updates) == (
+        "Fail",
+        "release_failed",
+        {"erased": True},
+    )
+    assert result.message.startswith("every disk was erased (evidence kept) but MAAS could not")
+    erased.refresh_from_db()
+    assert erased.erase_evidence["erased"] is True
+
+
+def test_only_a_run_this_release_made_is_evidence(bench: Bench) -> None:
+    """MAAS keeps a machine's last three release runs: a wipe from an earlier release (its
+    success lines and all) proves nothing about this one."""
+    wf = decommission(bench, "t4c")
+    sid = wf.maas_system_id
+    earlier = Api(bench.sim).ok(sid, "release", erase="true", quick_erase="true", scripts="wipe")
+    assert earlier["status_name"] == "Releasing"
+    bench.sim.advance(7200)
+    assert Api(bench.sim).post("machines/", "allocate", data={"system_id": sid}).ok
+    step(wf)  # our release, with erase: a new run...
+    sim = bench.sim.model
+    with sim.lock:  # ...that MAAS never made (a release it took for a redundant retry)
+        m = sim.machines[sid]
+        newest = max((ss for ss in m.script_sets if ss.type == 3), key=lambda ss: ss.id)
+        m.script_sets.remove(newest)
+    bench.sim.advance(7200)
+    result, _ = step(wf)
+    assert (type(result).__name__, result.failure_class) == ("Hold", "not_erased")
+    evidence = result.updates["erase_evidence"]
+    assert {d["outcome"] for d in evidence["disks"]} == {"no_evidence"}
+    assert evidence["run_id"] is None
 
 
 def test_reset_says_the_next_attempt_starts_from_preflight(bench: Bench) -> None:
@@ -513,6 +595,7 @@ def test_reset_says_the_next_attempt_starts_from_preflight(bench: Bench) -> None
 def test_cancel_says_what_it_aborted(bench: Bench) -> None:
     wf = decommission(bench, "t6", faults={"release_stuck": True})
     step(wf)
+    set_status(bench, wf.maas_system_id, S.DISK_ERASING)
     _, events = run(wf, "cancel")
     assert ("maas.action", "aborted Disk erasing") in [(k, m) for k, m, _ in events]
 
@@ -698,6 +781,7 @@ def test_an_erase_proven_late_takes_the_node_out_of_quarantine(bench: Bench) -> 
 def test_reset_does_not_abort_twice(bench: Bench) -> None:
     wf = decommission(bench, "t16", faults={"release_stuck": True})
     step(wf)
+    set_status(bench, wf.maas_system_id, S.DISK_ERASING)
     run(wf, "reset")
     bench.sim.advance(1)  # the abort lands; then, as if it had not yet, Disk erasing again
     set_status(bench, wf.maas_system_id, S.DISK_ERASING)
@@ -722,7 +806,7 @@ def test_a_machine_maas_will_not_mark_broken_holds_and_says_so(bench: Bench) -> 
         {"erased": False, "fallback_used": True},
     )
     assert result.message.endswith(
-        "and MAAS did not mark the machine Broken: left Failed disk erasing in MAAS; disks NOT "
+        "and MAAS did not mark the machine Broken: left Releasing failed in MAAS; disks NOT "
         "erased; node quarantined"
     )
     refused = [m for k, m, _ in events if k == "fallback.step" and "MAAS refused" in m]

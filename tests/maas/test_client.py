@@ -96,6 +96,8 @@ def test_create_commission_deploy_release(maas: MaasClient, sim: Sim) -> None:
     assert maas.release(sid, erase=True, quick_erase=True).status == S.DISK_ERASING
     released = wait_for(maas, sid, S.READY)
     assert released.owner is None and released.distro_series == ""
+    # MAAS answers 400 for current-installation once released: no stale install log
+    assert maas.installation_output(sid) == ""
     assert sim.mutations(sid) == [
         "machine.commission",
         "machine.set_storage_layout",
@@ -232,6 +234,23 @@ def test_mutation_is_never_resent(maas: MaasClient, sim: Sim, sleeps: list[float
     assert maas.get_machine(sid).status == S.DEPLOYING  # the caller reads back and sees it
 
 
+def test_a_503_without_retry_after_may_have_been_applied(
+    maas: MaasClient, sim: Sim, sleeps: list[float]
+) -> None:
+    """MAAS's PowerProblem (no rack reaches the BMC) is a 503 without Retry-After raised after
+    the change was committed: the recorded MAAS 3.5.10 kept the machine a create with
+    commission=true answered 503 to. The client reads that as maybe applied, never resends."""
+    sim.faults({"kind": "503_after_apply", "count": 1, "method": "POST"})
+    with pytest.raises(MaasTransient) as answered:
+        maas.create_machine(
+            hostname="pp1", mac_addresses=[], power_parameters={"power_address": "10.0.0.9"}
+        )
+    assert (answered.value.status, answered.value.retry_after) == (503, None)
+    assert answered.value.maybe_applied is True
+    assert sleeps == [] and sim.count("machines.create") == 1
+    assert [m.hostname for m in maas.list_machines(hostnames=["pp1"])] == ["pp1"]
+
+
 def test_409_without_retry_after_is_not_retried(
     maas: MaasClient, sim: Sim, sleeps: list[float]
 ) -> None:
@@ -287,3 +306,18 @@ def test_update_machine_sets_hostname_and_power(maas: MaasClient, sim: Sim) -> N
     assert (updated.hostname, updated.power_type) == ("c07u60", "ipmi")
     assert maas.power_addresses([sid]) == {sid: "10.1.2.3"}
     assert sim.mutations(sid) == ["machine.update"]
+
+
+def test_script_runs_come_oldest_first_whatever_order_maas_lists_them_in(
+    maas: MaasClient, sim: Sim
+) -> None:
+    """MAAS lists a machine's runs in the database's order (no ORDER BY), which changes once
+    rows are deleted: the recorded MAAS 3.5.10 listed a newer release run first."""
+    sid = sim.add(hostname="order1", status="deployed")
+    model = sim.model
+    with model.lock:
+        m = model.machines[sid]
+        m.script_sets.reverse()  # as a database may return them
+    sets = maas.script_results(sid)
+    assert [s.id for s in sets] == sorted(s.id for s in sets) and len(sets) >= 3
+    assert sets[-1].type_name == "Installation"  # the newest: the seeded deployment's

@@ -371,15 +371,34 @@ def test_details_is_bson_with_the_commissioning_xml(sim: Sim, api: Api) -> None:
     }
 
 
+# MAAS 3.5's commissioning scripts, in the order the region made them (recorded against MAAS
+# 3.5.10)
+COMMISSIONING_NAMES = list(
+    [
+        "20-maas-01-install-lldpd",
+        "20-maas-02-dhcp-unconfigured-ifaces",
+        "30-maas-01-bmc-config",
+        "20-maas-03-machine-resources",
+        "40-maas-01-machine-config-hints",
+        "50-maas-01-commissioning",
+        "maas-support-info",
+        "maas-lshw",
+        "maas-list-modaliases",
+        "maas-get-fruid-api-data",
+        "maas-kernel-cmdline",
+        "maas-serial-ports",
+        "maas-capture-lldpd",
+    ]
+)
+
+
 def test_commissioning_results_the_legacy_way(sim: Sim, api: Api) -> None:
     a = sim.add(hostname="cr01", status="ready")
     sim.add(hostname="cr02", status="ready")
     results = api.get("commissioning-results/", system_id=a).json()
     # the current commissioning run, then the current testing run (commissioning's tests)
     assert [(r["name"], r["result_type"]) for r in results] == [
-        ("00-maas-01-cpuinfo", 0),
-        ("00-maas-04-lshw", 0),
-        ("50-maas-01-commissioning", 0),
+        *((name, 0) for name in COMMISSIONING_NAMES),
         ("smartctl-validate", 2),
         ("smartctl-validate", 2),
     ]
@@ -389,11 +408,8 @@ def test_commissioning_results_the_legacy_way(sim: Sim, api: Api) -> None:
         first["script_result"] == 0
         and first["resource_uri"] == "/MAAS/api/2.0/commissioning-scripts/"
     )
-    assert len(api.get("installation-results/").json()) == 10
-    assert (
-        api.get("commissioning-results/", name="00-maas-04-lshw").json()[0]["name"]
-        == "00-maas-04-lshw"
-    )
+    assert len(api.get("installation-results/").json()) == 30
+    assert api.get("commissioning-results/", name="maas-lshw").json()[0]["name"] == "maas-lshw"
     assert api.get("commissioning-results/", result_type="1").json() == []
 
 

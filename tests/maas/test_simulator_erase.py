@@ -1,9 +1,12 @@
-"""Disk erase evidence over HTTP, as a decommission audit reads it: a release with
-``erase``/``secure_erase``/``quick_erase`` makes a release run (type 3) with one ``wipe-disks``
-result whose output has a line per disk for the mode, read back with
-``results/?type=release&include_output=1``; the ``erase_fails`` fault shows each of MAAS's
-outcomes (a failed quick wipe that still passes among them); config-forced erasing and the
-release form (docs/simulator.md, "Disk erase evidence")."""
+"""Disk erase evidence over HTTP, as a decommission audit reads it. MAAS 3.5 keeps what the
+node reports only for a release that runs in Releasing: a release whose script list is more than
+``wipe-disks`` alone (here ``scripts=wipe``, the script's tag, plus an erase flag). That run
+(type 3) has one ``wipe-disks`` result whose output has a line per disk for the mode, read back
+with ``results/?type=release&include_output=1``; the ``erase_fails`` fault shows each of MAAS's
+outcomes (a failed quick wipe that still passes among them). A release whose only script is
+``wipe-disks`` runs in Disk erasing, where MAAS stores nothing: the result stays Pending with no
+output (the recorded release-erase scenario). Config-forced erasing and the release form
+(docs/simulator.md, "Disk erase evidence")."""
 
 from __future__ import annotations
 
@@ -55,9 +58,11 @@ def wipe(api: Api, sid: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]
 def released(
     api: Api, sim: Sim, hostname: str, seconds: int, spec: dict[str, Any] | None = None, **form: str
 ) -> str:
+    """A deployed machine released with ``form`` plus ``scripts=wipe``: Releasing, the path
+    whose results MAAS keeps."""
     sid = sim.add(hostname=hostname, status="deployed", **(spec or {}))
-    answer = api.ok(sid, "release", **form)
-    assert (answer["status"], answer["status_name"]) == (14, "Disk erasing")
+    answer = api.ok(sid, "release", scripts="wipe", **form)
+    assert (answer["status"], answer["status_name"]) == (12, "Releasing")
     sim.advance(seconds)
     return sid
 
@@ -86,7 +91,8 @@ def test_quick_erase_one_wipe_disks_result_with_a_line_per_disk(api: Api, sim: S
     ]
     machine = api.machine(sid)
     assert (machine["status_name"], machine["owner"]) == ("Ready", None)
-    assert "Disks erased" in [e["type"] for e in api.events(sid)]
+    types = [e["type"] for e in api.events(sid)]
+    assert "Release scripts executed successfully." in types and "Disks erased" not in types
     plain = api.get(f"nodes/{sid}/results/{run['id']}/", op="download", filters="wipe-disks")
     assert plain.text.splitlines() == lines
 
@@ -164,9 +170,9 @@ def test_a_failed_zeroing_fails_the_wipe_and_the_machine(api: Api, sim: Sim) -> 
     assert lines[-1] == "OSError: [Errno 5] Input/output error: '/dev/nvme1n1'"
     assert "All disks have been successfully wiped." not in lines
     machine = api.machine(sid)
-    assert (machine["status"], machine["status_name"]) == (15, "Failed disk erasing")
-    assert machine["error_description"] == "Failed to erase disks."
-    assert machine["status_message"] == "Marking node failed - Failed to erase disks."
+    assert (machine["status"], machine["status_name"]) == (13, "Releasing failed")
+    assert machine["error_description"] == "Failed to release machine."
+    assert machine["status_message"] == "Marking node failed - Failed to release machine."
     assert machine["owner"] == "admin"  # the release itself never ran
 
 
@@ -186,7 +192,7 @@ def test_a_failed_secure_erase_falls_back(api: Api, sim: Sim) -> None:
     _, result, lines = wipe(api, zeroed)
     assert lines[1:3] == ["Error with format command (1)", "Error with write-zeroes command (1)"]
     assert result["status_name"] == "Failed"
-    assert api.status(zeroed) == "Failed disk erasing"
+    assert api.status(zeroed) == "Releasing failed"
 
 
 def test_the_erase_failure_fault_still_fails_that_release(api: Api, sim: Sim) -> None:
@@ -195,18 +201,47 @@ def test_the_erase_failure_fault_still_fails_that_release(api: Api, sim: Sim) ->
         spec={"faults": {"erase_failure": [1]}},
     )  # fmt: skip
     _, result, _ = wipe(api, sid)
-    assert (result["status_name"], api.status(sid)) == ("Failed", "Failed disk erasing")
-    api.ok(sid, "release", erase="true", quick_erase="true")  # the second release wipes
+    assert (result["status_name"], api.status(sid)) == ("Failed", "Releasing failed")
+    api.ok(sid, "release", scripts="wipe", erase="true", quick_erase="true")  # the second wipes
     sim.advance(50)
     assert api.status(sid) == "Ready"
     assert [r["results"][0]["status_name"] for r in release_runs(api, sid)] == ["Failed", "Passed"]
+
+
+def test_disk_erasing_keeps_no_evidence_of_the_erase(api: Api, sim: Sim) -> None:
+    """``wipe-disks`` alone: Disk erasing, where MAAS 3.5's _process_disk_erasing stores nothing
+    the node reports (recorded: onboarding-sequence, the release-erase steps)."""
+    sid = sim.add(hostname="ed1", status="deployed")
+    answer = api.ok(sid, "release", erase="true", quick_erase="true")
+    assert (answer["status"], answer["status_name"]) == (14, "Disk erasing")
+    sim.advance(50)
+    run, result, lines = wipe(api, sid)
+    assert (api.status(sid), run["status_name"], result["status_name"]) == (
+        "Ready",
+        "Pending",
+        "Pending",
+    )
+    assert (lines, result["exit_status"], result["started"]) == ([], None, None)
+    types = [e["type"] for e in api.events(sid)]
+    assert "Disks erased" in types  # the one trace: an event for the machine, none per disk
+    assert "Release scripts executed successfully." not in types
+    # a failed erase fails the machine; the result still says nothing
+    failing = sim.add(hostname="ed2", status="deployed", faults={"erase_fails": ["nvme1n1"]})
+    api.ok(failing, "release", erase="true")
+    sim.advance(140)
+    machine = api.machine(failing)
+    assert (machine["status"], machine["status_name"]) == (15, "Failed disk erasing")
+    assert machine["error_description"] == "Failed to erase disks."
+    assert machine["owner"] == "admin"  # the release itself never ran
+    _, result, lines = wipe(api, failing)
+    assert (result["status_name"], lines) == ("Pending", [])
 
 
 def test_the_three_newest_release_runs_are_kept(api: Api, sim: Sim) -> None:
     sid = sim.add(hostname="ek1", status="deployed")
     ids = []
     for _ in range(4):
-        api.ok(sid, "release", erase="true", quick_erase="true")
+        api.ok(sid, "release", scripts="wipe", erase="true", quick_erase="true")
         sim.advance(50)
         ids.append(wipe(api, sid)[0]["id"])
         allocated = api.post("machines/", "allocate", data={"system_id": sid})
@@ -239,7 +274,7 @@ def test_config_forced_erasing_replaces_the_requests_flags(api: Api, sim: Sim) -
         "secure_erase": {"type": "boolean", "argument_format": "--secure-erase", "value": True},
         "quick_erase": {"type": "boolean", "argument_format": "--quick-erase", "value": False},
     }
-    assert "Secure erase was successful on NVMe drive nvme0n1" in lines
+    assert (result["status_name"], lines) == ("Pending", [])  # Disk erasing keeps nothing
     # an explicit erase on top makes the list [wipe-disks, wipe-disks]: Releasing, not erasing
     both = sim.add(hostname="ec2", status="deployed")
     assert api.ok(both, "release", erase="true")["status_name"] == "Releasing"

@@ -187,7 +187,7 @@ def test_update_an_interface_and_restore_networking(sapi: Api, site: Sim) -> Non
     assert renamed["name"] == "data0"
     restored = sapi.ok(sid, "restore_networking_configuration")
     nic = by_name(restored)["ens1f0"]
-    assert (nic["vlan"]["id"], nic["params"], nic["tags"]) == (5011, "", [])
+    assert (nic["vlan"]["id"], nic["params"], nic["tags"]) == (5011, {}, [])
     assert [lk["mode"] for lk in nic["links"]] == ["link_up"]
     assert [lk["mode"] for lk in by_name(restored)["eno1"]["links"]] == ["auto"]
     # Deployed: only the name may change; a restore is refused
@@ -202,7 +202,7 @@ def test_update_an_interface_and_restore_networking(sapi: Api, site: Sim) -> Non
     ignored = sapi.session.put(
         sapi.root + path, data={"mtu": "9000", "name": "data1"}, timeout=5
     ).json()
-    assert (ignored["name"], ignored["params"]) == ("data1", "")
+    assert (ignored["name"], ignored["params"]) == ("data1", {})
     refused = sapi.op(sid, "restore_networking_configuration")
     assert (refused.status_code, refused.text) == (
         409,

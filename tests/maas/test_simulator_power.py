@@ -5,12 +5,14 @@ OAuth-signed multipart requests; each refusal has its test."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import maas.client
 import pytest
 from maas.client.bones import CallError
 
+from maas_simulator.power import DRIVERS
 from tests.support.maas import API_KEY, Api, Sim
 
 IPMI_DEFAULTS = {
@@ -160,3 +162,18 @@ def test_bad_distro_series_lists_each_release_once(api: Api, sim: Sim) -> None:
         ]
     }
     assert api.status(sid) == "Ready"
+
+
+# MAAS 3.5.10's power types: the 22 drivers of provisioningserver/drivers/power/registry.py and
+# the two pod drivers (lxd, virsh) that register as power types too.
+MAAS_35_POWER_TYPES = {
+    "amt", "apc", "dli", "eaton", "hmc", "hmcz", "ipmi", "manual", "moonshot", "mscm",
+    "msftocs", "nova", "openbmc", "proxmox", "raritan", "recs_box", "redfish", "sm15k", "ucsm",
+    "vmware", "webhook", "wedge", "lxd", "virsh",
+}  # fmt: skip
+
+
+def test_the_power_types_are_maas_35s_and_the_docs_count_them() -> None:
+    assert set(DRIVERS) == MAAS_35_POWER_TYPES
+    doc = (Path(__file__).parents[2] / "docs" / "simulator.md").read_text(encoding="utf-8")
+    assert f"one of MAAS 3.5's\n  {len(DRIVERS)} types" in doc

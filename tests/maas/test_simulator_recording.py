@@ -12,6 +12,9 @@ import requests
 from maas_client.client import MaasClient
 from tests.support.maas import Sim, wait_for
 
+# two of MAAS 3.5's own commissioning scripts: a name MAAS does not know is refused
+SCRIPTS = ["20-maas-01-install-lldpd", "50-maas-01-commissioning"]
+
 
 def mutations(sim: Sim) -> list[dict[str, Any]]:
     return list(requests.get(sim.control + "counters", timeout=10).json()["mutations"])
@@ -19,7 +22,7 @@ def mutations(sim: Sim) -> list[dict[str, Any]]:
 
 def test_commission_deploy_and_release_parameters_are_recorded(sim: Sim, maas: MaasClient) -> None:
     sid = sim.add(hostname="rec1", status="new", power_address="10.0.0.1")
-    maas.commission(sid, enable_ssh=True, skip_bmc_config=True, commissioning_scripts=["a", "b"])
+    maas.commission(sid, enable_ssh=True, skip_bmc_config=True, commissioning_scripts=SCRIPTS)
     sim.advance(600)
     maas.deploy(sid, distro_series="noble", user_data=b"#cloud-config\n", hwe_kernel="ga-24.04")
     sim.advance(600)
@@ -34,7 +37,7 @@ def test_commission_deploy_and_release_parameters_are_recorded(sim: Sim, maas: M
     # MAAS's CommissionForm reads "0" as true: the flags go as true/false
     assert commission["enable_ssh"] == "true" and commission["skip_bmc_config"] == "true"
     assert commission["skip_networking"] == "false"
-    assert commission["commissioning_scripts"] == "a,b"
+    assert commission["commissioning_scripts"] == ",".join(SCRIPTS)
     assert (deploy["distro_series"], deploy["hwe_kernel"]) == ("noble", "ga-24.04")
     # user data is recorded by its digest and size (it carries tokens), as MAAS serves it
     assert deploy["user_data"] == {

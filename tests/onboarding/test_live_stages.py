@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from maas_client.hardware import Script
 from maas_client.status import NodeStatus
 from onboarding.models import Onboarding
+from onboarding.stages.reachability import url_parameter_problem
+from tests.support.maas import INFRA_REACH
 from tests.support.stages import Bench, run_stage
 
 pytestmark = pytest.mark.django_db
@@ -606,6 +609,42 @@ def test_a_presigned_bundle_signature_reaches_the_node_but_no_timeline_or_reason
     result, events = run(wf, "reachability")
     stored = repr([started, events, getattr(result, "message", ""), getattr(result, "data", {})])
     assert "b.tgz" in stored and secret not in stored
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"url": {"type": "url"}}, "declares its url parameter without allow_list"),
+        ({}, "declares no url parameter"),
+        (None, "MAAS has no testing script infra-single"),
+    ],
+)
+def test_the_reachability_check_sends_only_what_maas_reads_as_every_url(
+    bench: Bench, spec: dict[str, Any] | None, why: str
+) -> None:
+    """MAAS 3.5 takes one URL in a url parameter without allow_list (host:port URLs joined by a
+    comma: 400 Invalid URL; URLs with paths: taken as one URL), drops a parameter a script does
+    not declare, and refuses a script it lacks: the stage fails naming why, and sends nothing."""
+    if spec is not None:
+        bench.sim.model.scripts_from_scenario(
+            [{**INFRA_REACH, "name": "infra-single", "parameters": spec}]
+        )
+    wf, sid = reachable(bench, f"ru{len(why)}", "10.5.6.10")
+    bench.policy(reachability_script="infra-single")
+    result, _ = run(wf, "reachability")
+    assert (name(result), result.failure_class) == ("Fail", "reachability_script")
+    assert why in result.message
+    assert bench.sim.mutations(sid) == []
+
+
+def test_one_url_needs_no_allow_list_and_a_comma_in_a_url_is_refused() -> None:
+    single = Script.from_json({"name": "one", "parameters": {"url": {"type": "url"}}, "tags": []})
+    listed = Script.from_json(
+        {"name": "many", "parameters": {"url": {"type": "url", "allow_list": True}}}
+    )
+    assert url_parameter_problem([single], "one", ["http://10.0.0.1:8080/h"]) == ""
+    assert url_parameter_problem([listed], "many", ["http://a/x", "http://b/y"]) == ""
+    assert "comma" in url_parameter_problem([listed], "many", ["http://a/x?k=1,2", "http://b/"])
 
 
 def wait_for_status(bench: Bench, sid: str, status: NodeStatus) -> None:

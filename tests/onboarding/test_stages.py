@@ -12,6 +12,7 @@ from django.utils import timezone
 from maas_client.status import NodeStatus
 from onboarding.models import Onboarding
 from onboarding.payload import read_tokens
+from tests.support.maas import Api
 from tests.support.stages import Bench, run_stage
 
 pytestmark = pytest.mark.django_db
@@ -84,6 +85,27 @@ def test_discover_creates_the_machine_with_its_bmc_when_nothing_matches(bench: B
     assert bench.sim.mutations() == ["machines.create", "machine.commission"]
     machine = bench.sim.model.machines[sid]
     assert machine.power_parameters["power_address"] == "10.1.0.5"
+
+
+def test_discover_adopts_the_machine_a_503_create_made_instead_of_creating_another(
+    bench: Bench,
+) -> None:
+    """A create MAAS answers 503 may have made the machine (recorded against MAAS 3.5.10: a
+    PowerProblem after the commit, no Retry-After, the machine there): the rerun finds it by
+    hostname and takes it as created by this workflow; no second create."""
+    bench.sim.faults({"kind": "503_after_apply", "method": "POST", "count": 1})
+    wf = bench.onboarding("d7", "10.1.0.13")
+    first, _ = run_stage("onboarding", wf, "discover", record=True)
+    assert type(first).__name__ == "Retry", first
+    assert bench.sim.mutations() == ["machines.create"]
+    result, events = run_stage("onboarding", wf, "discover", record=True)
+    sid = result.updates["maas_system_id"]
+    assert (result.updates["created_machine"], bench.sim.model.machines[sid].hostname) == (
+        True,
+        "d7",
+    )
+    assert events[0][2]["matched_by"] == "matched by hostname"
+    assert bench.sim.mutations().count("machines.create") == 1
 
 
 def test_discover_refuses_to_guess_between_two_machines(bench: Bench) -> None:
@@ -302,6 +324,32 @@ def test_commission_refuses_a_machine_in_another_state(bench: Bench) -> None:
         "unexpected_state",
         "machine is Releasing in MAAS; onboarding needs New or Ready (release it in MAAS, or "
         "adopt the workflow)",
+    )
+
+
+def test_commission_of_a_machine_failed_testing_names_the_tests_and_sends_nothing(
+    bench: Bench,
+) -> None:
+    """MAAS refuses to commission from Failed testing (recorded against MAAS 3.5.10:
+    onboarding-sequence 192); clearing failed tests is a human's call, so the stage fails
+    naming them and how to clear them, and sends nothing."""
+    sid = bench.sim.add(hostname="c12", status="ready", faults={"script_fails": ["smartctl-short"]})
+    api = Api(bench.sim)
+    api.ok(sid, "test", testing_scripts="smartctl-short")
+    bench.sim.advance(600)
+    assert api.status(sid) == "Failed testing"
+    wf = bench.onboarding("c12", "10.1.0.38", maas_system_id=sid)
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.failure_class) == ("Fail", "failed_testing")
+    assert result.message.startswith("machine is Failed testing in MAAS (")
+    assert "failed scripts: smartctl-short" in result.message
+    assert "override the failed testing" in result.message
+    assert bench.sim.mutations(sid) == ["machine.test"]  # the test above, nothing of ours
+    api.ok(sid, "override_failed_testing")
+    result, _ = run(wf, "commission")
+    assert (type(result).__name__, result.message) == (
+        "Done",
+        "already Ready in MAAS; not recommissioned",
     )
 
 
