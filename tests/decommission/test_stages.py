@@ -580,7 +580,8 @@ def test_only_a_run_this_release_made_is_evidence(bench: Bench) -> None:
     bench.sim.advance(7200)
     result, _ = step(wf)
     assert (type(result).__name__, result.failure_class) == ("Hold", "not_erased")
-    evidence = result.updates["erase_evidence"]
+    wf.refresh_from_db()  # kept with the row before the machine is taken out of the pool
+    evidence = wf.erase_evidence
     assert {d["outcome"] for d in evidence["disks"]} == {"no_evidence"}
     assert evidence["run_id"] is None
 
