@@ -94,6 +94,8 @@ def api_token_create(
         raise Forbidden("Creating a token for another user needs the admin role.")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
+        if parent is not None:
+            _lock_live_parent(parent, now)
         token = ApiToken.objects.create(
             user=user,
             name=name.strip(),
@@ -106,6 +108,22 @@ def api_token_create(
         )
         audit.record(actor=actor, action="api_token.create", target=token, after=_summary(token))
     return token, raw
+
+
+def _lock_live_parent(parent: ApiToken, now: Any) -> None:
+    """Lock the parent's row for the minting transaction and re-read it: a revocation holds the
+    same lock while it collects the children (``_descendants``), so a child is either refused
+    here (its parent revoked meanwhile) or committed before the revocation looks for it."""
+    row = (
+        ApiToken.objects.select_for_update()
+        .filter(pk=parent.pk)
+        .values("revoked_at", "expires_at")
+        .first()
+    )
+    if row is None or row["revoked_at"] is not None:
+        raise Forbidden("The token making this one was revoked.")
+    if row["expires_at"] is not None and row["expires_at"] <= now:
+        raise Forbidden("The token making this one has expired.")
 
 
 def api_token_revoke(*, actor: audit.Actor, token_id: int, reason: str = "") -> ApiToken:
@@ -143,11 +161,18 @@ def api_token_revoke(*, actor: audit.Actor, token_id: int, reason: str = "") -> 
 
 
 def _descendants(token: ApiToken) -> list[int]:
-    """Every token made through ``token``, at any depth."""
+    """Every token made through ``token``, at any depth. Each layer is locked before its
+    children are read: a token being minted through one of them (``_lock_live_parent`` holds
+    that row) is committed first and found, or waits and sees its parent revoked."""
     found: list[int] = []
     layer = [token.pk]
     while layer:
-        layer = list(ApiToken.objects.filter(parent_id__in=layer).values_list("id", flat=True))
+        layer = list(
+            ApiToken.objects.select_for_update()
+            .filter(parent_id__in=layer)
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
         found += layer
     return found
 
