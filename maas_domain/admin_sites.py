@@ -100,7 +100,10 @@ class SiteForm(PolicyFormMixin):
 @admin.register(MaasSite)
 class MaasSiteAdmin(ServiceBackedAdmin):
     form = SiteForm
-    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
+    formfield_overrides = {
+        **ServiceBackedAdmin.formfield_overrides,
+        models.URLField: {"assume_scheme": "http"},
+    }
     list_display = [
         "name",
         "status",

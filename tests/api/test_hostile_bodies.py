@@ -40,6 +40,12 @@ HOSTILE = {
     "infinite float": b'{"site_id": 1e999, "attempt": -1e999}',
     "nan": b'{"site_id": NaN}',
     "NUL character": b'{"name": "a\\u0000b", "hostname": "\\u0000"}',
+    # a lone surrogate is valid JSON text but no Unicode string: as a field name it made every
+    # node POST and the admin routes that list unknown fields or policy keys answer 500 HTML
+    "lone surrogate field name": b'{"\\ud800": 1, "policy": {"\\udfff": 1}}',
+    "lone surrogate value": b'{"name": "a\\udc80", "hostname": "\\ud800"}',
+    "nested lone surrogate key": b'{"hardware": {"gpus": {"\\udbff": 1}}, "policy": '
+    b'{"stage_timeouts": {"\\ud800x": 5}}}',
 }
 WRONG_TYPES = {"number": b"5", "string": b'"x"', "list": b"[1, 2]", "null": b"null"}
 
