@@ -20,6 +20,8 @@ from pathlib import Path
 
 import django_stubs_ext
 from cryptography.fernet import Fernet
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from config.env import Env, database_from_url, generated_once
 
@@ -360,6 +362,13 @@ CACHES: dict[str, dict[str, object]] = {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": _cache_url,
             "KEY_PREFIX": "maascp",
+            # Redis down or hung is a 503 within seconds (maas_domain/throttling.py), never a
+            # request held for ever; one retry on a fresh connection after a Redis restart
+            "OPTIONS": {
+                "socket_connect_timeout": 2,
+                "socket_timeout": 2,
+                "retry": Retry(NoBackoff(), 1),
+            },
         }
         if _cache_url
         else {

@@ -16,6 +16,7 @@ from tests.support.flows import flow, flow_site, node_side, sweeper, worker  # n
 from tests.support.maas import maas, sim, sleeps  # noqa: F401 (fixtures)
 from tests.support.openbao import openbao, unsealed  # noqa: F401 (fixtures)
 from tests.support.recorder import recorder  # noqa: F401 (fixture)
+from tests.support.redisserver import private_redis  # noqa: F401 (fixture)
 from tests.support.stages import bench  # noqa: F401 (fixture)
 from tests.support.tokens import bearer_token
 from tests.support.workers import embedded_broker, workers  # noqa: F401 (fixtures)

@@ -43,8 +43,9 @@ DESCRIPTIONS = {
     "422": "The Idempotency-Key was used with another body.",
     "429": 'Too many requests for this token, user or address (docs/api.md, "Limits"): wait '
     "Retry-After seconds and send it again.",
-    "503": "A dependency is unavailable (`dependency`: the database, the secrets backend, MAAS, "
-    "a region's worker); the request did not complete. Try again after Retry-After seconds.",
+    "503": "A dependency is unavailable (`dependency`: the database, the cache, the secrets "
+    "backend, MAAS, a region's worker); the request did not complete. Try again after "
+    "Retry-After seconds.",
 }
 
 
