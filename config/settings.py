@@ -17,6 +17,7 @@ import re
 import secrets
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import django_stubs_ext
 from cryptography.fernet import Fernet
@@ -230,6 +231,13 @@ try:
     _urlsafety.split(NODE_API_URL)
 except ValueError as _exc:
     env.errors.append(f"MAASCP_NODE_API_URL is not usable in a first-boot payload: {_exc}")
+else:
+    # nodes call this host: a deployment that forgot it in MAASCP_ALLOWED_HOSTS answered every
+    # node call 400 (docs/settings.md)
+    _node_host = (urlsplit(NODE_API_URL).hostname or "").lower()
+    _node_host = f"[{_node_host}]" if ":" in _node_host else _node_host
+    if _node_host and _node_host not in ALLOWED_HOSTS and "*" not in ALLOWED_HOSTS:
+        ALLOWED_HOSTS.append(_node_host)
 # The CA certificates nodes trust to reach NODE_API_URL (the CA that signed its TLS
 # certificate), for every site without its own ``ca_bundle_pem`` (docs/settings.md, "Node
 # trust"). Embedded: the stack's own CA, generated into the data folder; production: a PEM file,

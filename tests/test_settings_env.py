@@ -230,3 +230,24 @@ def test_processes_starting_at_once_agree_on_one_generated_key(tmp_path: Path) -
     assert path.read_text().strip() == got[0]
     assert path.stat().st_mode & 0o077 == 0
     assert [p.name for p in tmp_path.iterdir()] == ["secrets.key"]  # no candidate left behind
+
+
+def test_the_node_api_urls_host_is_an_allowed_host(tmp_path: Path) -> None:
+    """Nodes call MAASCP_NODE_API_URL: a deployment whose MAASCP_ALLOWED_HOSTS forgot its host
+    (compose did) answered every node call 400."""
+    from cryptography.fernet import Fernet
+
+    env = {
+        "MAASCP_ENV": "production",
+        "MAASCP_SECRET_KEY": Fernet.generate_key().decode() * 2,
+        "MAASCP_ALLOWED_HOSTS": "cp.example.test",
+        "MAASCP_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/maascp",
+        "MAASCP_BROKER_URL": "redis://127.0.0.1:6379/0",
+        "MAASCP_SECRETS_KEY": Fernet.generate_key().decode(),
+        "MAASCP_NODE_API_URL": "https://Nodes.Example.Test:8001",
+    }
+    [hosts] = settings_of(env, tmp_path, "ALLOWED_HOSTS")
+    assert hosts == "['cp.example.test', 'nodes.example.test']"
+    [hosts] = settings_of({**env, "MAASCP_NODE_API_URL": "http://[fd00::7]:8001"}, tmp_path,
+                          "ALLOWED_HOSTS")  # fmt: skip
+    assert hosts == "['cp.example.test', '[fd00::7]']"

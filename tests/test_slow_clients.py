@@ -10,21 +10,18 @@ not (the stall the proxy is there for)."""
 from __future__ import annotations
 
 import ipaddress
-import os
 import shutil
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from string import Template
 from typing import Any
 
 import pytest
 import requests
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.proxy import gunicorn, nginx
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not shutil.which("nginx"), reason="nginx (Debian) not installed"),
@@ -32,60 +29,14 @@ pytestmark = [
 SLOW_CLIENTS = 20
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(url: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(url, timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} never answered")
-
-
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[tuple[int, int]]:
     """(gunicorn's port, nginx's port in front of it)."""
-    app, proxy = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAASCP_")}
-    env.update({"MAASCP_DATA_DIR": str(tmp_path / "data"), "MAASCP_TRUSTED_PROXIES": "127.0.0.1"})
-    web = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "python:config.gunicorn",
-         "--bind", f"127.0.0.1:{app}", "--workers", "1", "--threads", "2"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    site = Template((ROOT / "deploy/nginx/maascp.conf.template").read_text()).safe_substitute(
-        LISTEN=f"127.0.0.1:{proxy}", UPSTREAM=f"127.0.0.1:{app}", MAX_BODY="8m"
-    )
-    temp = tmp_path / "nginx"
-    temp.mkdir()
-    (temp / "maascp.conf").write_text(site)
-    paths = " ".join(f"{k}_temp_path {temp}/{k};" for k in ("client_body", "proxy", "fastcgi",
-                                                           "uwsgi", "scgi"))  # fmt: skip
-    (temp / "nginx.conf").write_text(
-        f"daemon off; pid {temp}/nginx.pid; error_log {temp}/error.log;\n"
-        f"events {{ worker_connections 256; }}\n"
-        f"http {{ access_log off; {paths} include {temp}/maascp.conf; }}\n"
-    )
-    proxy_process = subprocess.Popen(
-        ["nginx", "-c", str(temp / "nginx.conf"), "-p", str(temp)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for(f"http://127.0.0.1:{app}/health/live")
-        wait_for(f"http://127.0.0.1:{proxy}/health/live")
+    with (
+        gunicorn({"MAASCP_TRUSTED_PROXIES": "127.0.0.1"}, tmp_path) as app,
+        nginx(tmp_path, upstream=app) as proxy,
+    ):
         yield app, proxy
-    finally:
-        for process in (proxy_process, web):
-            process.terminate()
-            process.wait(timeout=20)
 
 
 def slow_clients(port: int) -> list[socket.socket]:

@@ -1,0 +1,122 @@
+"""The shipped buffering proxy (deploy/nginx/maascp.conf.template) in front of a real gunicorn
+listener, as docker-compose.yml runs them, on free ports of this machine: nginx (Debian) and
+gunicorn with the shipped settings (config/gunicorn.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "deploy/nginx/maascp.conf.template"
+COMPOSE = ROOT / "docker-compose.yml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(url: str, *, headers: Mapping[str, str] | None = None, within: float = 120) -> None:
+    """Until the URL answers 200 (a started process: its progress, not a guess of its speed;
+    ``within`` only ends a wait on one that never will)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(url, timeout=5, headers=headers).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} never answered")
+
+
+def compose_environment(service: str) -> dict[str, str]:
+    """A service's environment as docker-compose.yml gives it with nothing exported: each
+    ``${NAME:-default}`` is its default (and ``${NAME}``/``${NAME:?...}`` has none)."""
+    spec = yaml.safe_load(COMPOSE.read_text())
+    env = spec["services"][service].get("environment") or {}
+
+    def resolve(value: Any) -> str:
+        return re.sub(r"\$\{\w+(?::?-([^}]*))?[^}]*\}", lambda m: m[1] or "", str(value))
+
+    return {name: resolve(value) for name, value in env.items()}
+
+
+@contextmanager
+def gunicorn(
+    env: Mapping[str, str], tmp_path: Path, *, app: str = "config.wsgi", threads: int = 2
+) -> Iterator[int]:
+    """The listener with exactly ``env``'s MAASCP_* variables (none of this test's); its port."""
+    port = free_port()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MAASCP_")}
+    clean.update({"MAASCP_DATA_DIR": str(tmp_path / "data"), **env})
+    log = (tmp_path / f"gunicorn-{port}.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", app, "-c", "python:config.gunicorn",
+         "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", str(threads)],
+        cwd=ROOT, env=clean, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        try:
+            wait_for(f"http://127.0.0.1:{port}/health/live")
+        except AssertionError:
+            raise AssertionError((tmp_path / f"gunicorn-{port}.log").read_text()[-3000:]) from None
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def render(**values: str) -> str:
+    """The template as the nginx image's envsubst fills it: every ``${NAME}`` from ``values``
+    (a missing one is an error here), nginx's own ``$variables`` left alone."""
+    return re.sub(r"\$\{(\w+)\}", lambda m: values[m[1]], TEMPLATE.read_text())
+
+
+@contextmanager
+def nginx(
+    tmp_path: Path,
+    *,
+    upstream: int,
+    max_body: str = "8m",
+    worker_connections: int = 256,
+    **template: str,
+) -> Iterator[int]:
+    """nginx with the shipped template (``template``: more of its ${...} values); its port."""
+    port = free_port()
+    site = render(LISTEN=f"127.0.0.1:{port}", UPSTREAM=f"127.0.0.1:{upstream}", MAX_BODY=max_body,
+                  **template)  # fmt: skip
+    temp = tmp_path / f"nginx-{port}"
+    temp.mkdir()
+    (temp / "maascp.conf").write_text(site)
+    paths = " ".join(f"{k}_temp_path {temp}/{k};" for k in ("client_body", "proxy", "fastcgi",
+                                                           "uwsgi", "scgi"))  # fmt: skip
+    (temp / "nginx.conf").write_text(
+        f"daemon off; pid {temp}/nginx.pid; error_log {temp}/error.log;\n"
+        f"events {{ worker_connections {worker_connections}; }}\n"
+        f"http {{ access_log off; {paths} include {temp}/maascp.conf; }}\n"
+    )
+    process = subprocess.Popen(
+        ["nginx", "-c", str(temp / "nginx.conf"), "-p", str(temp)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(f"http://127.0.0.1:{port}/health/live")
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
