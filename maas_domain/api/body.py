@@ -17,10 +17,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 
-from maas_domain.jsontext import BodyRefused, parse_json
+from maas_domain.jsontext import BodyRefused, TextRefused, parse_json
+from maas_domain.validators import text_error
 
 __all__ = ["BodyGuardMiddleware", "BodyRefused", "StrictJSONParser", "is_json", "parse_json"]
 
@@ -59,6 +60,14 @@ def too_large(limit: int) -> JsonResponse:
     )
 
 
+def text_refused(exc: TextRefused) -> dict[str, Any]:
+    return {
+        "error": "validation_error",
+        "detail": "Invalid input.",
+        "fields": {exc.field[:200]: [exc.reason]},
+    }
+
+
 def is_json(content_type: str) -> bool:
     media = content_type.split(";")[0].strip().lower()
     return media == "application/json" or media.endswith("+json")
@@ -71,13 +80,15 @@ class StrictJSONParser(JSONParser):
         raw = stream.read() if stream is not None else b""
         try:
             return parse_json(raw) if raw else {}
+        except TextRefused as exc:
+            raise ValidationError({exc.field: [exc.reason]}) from exc
         except BodyRefused as exc:
             raise ParseError(str(exc)) from exc
 
 
 class BodyGuardMiddleware:
-    """Refuse a body over its route's limit, and a bad JSON body, before routing,
-    authentication or any view runs."""
+    """Refuse a body over its route's limit, a bad JSON body, and a form whose text breaks the
+    text rule (``validators.text_error``), before routing, authentication or any view runs."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -98,6 +109,38 @@ class BodyGuardMiddleware:
             if raw:
                 try:
                     parse_json(raw)
+                except TextRefused as exc:
+                    return JsonResponse(text_refused(exc), status=400)
                 except BodyRefused as exc:
                     return JsonResponse({"error": "parse_error", "detail": str(exc)}, status=400)
+        elif (
+            request.method == "POST"
+            and is_form(request.META.get("CONTENT_TYPE", ""))
+            and (refused := _form_text_refused(request))
+        ):
+            return refused
         return self.get_response(request)
+
+
+def is_form(content_type: str) -> bool:
+    media = content_type.split(";")[0].strip().lower()
+    return media in ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _form_text_refused(request: HttpRequest) -> HttpResponse | None:
+    """The admin pages' forms: the same text rule as JSON bodies, every field (the reasons of
+    verbs and decommissions included), a 400 naming the first field that breaks it."""
+    try:
+        fields = list(request.POST.lists())
+    except RequestDataTooBig:
+        return too_large(int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0))
+    for name, values in fields:
+        for text in (name, *values):
+            if reason := text_error(text):
+                shown = name if not text_error(name) else "(a field name)"
+                return HttpResponse(
+                    f"Not accepted: {shown[:200]}: {reason}\n",
+                    status=400,
+                    content_type="text/plain; charset=utf-8",
+                )
+    return None
