@@ -110,6 +110,7 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
 # run after them: every flush restores what the migrations seeded.)
 HEAVY = (
     "tests/api/test_fuzz.py",
+    "tests/api/test_fuzz_checks.py::test_scripts_fuzz_prints_its_seed_on_a_passing_run_too",
     "tests/test_readme.py",
     "tests/test_embedded_smoke.py",
     "tests/onboarding/test_durability.py",

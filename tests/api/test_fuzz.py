@@ -5,8 +5,9 @@ invalid per the schema), half of them aimed at rows that exist (a seeded site, p
 node, allocation, onboarding, decommission, batch and drift record). Any 5xx, any answer whose
 status, content type or body the document does not describe, fails the gate.
 
-Each run draws a fresh seed and prints it (the failure message carries it too); replay a run
-with ``FUZZ_SEED=<seed>``. ``make check`` runs the gate on PostgreSQL and again on SQLite (the
+Each run draws a fresh seed (``scripts/fuzz`` and ``scripts/check`` draw it and print it before
+and after the run, passing or not; the failure message carries it too); replay a run with
+``FUZZ_SEED=<seed>``. ``make check`` runs the gate on PostgreSQL and again on SQLite (the
 embedded default) at 25 examples per operation (``scripts/check``: a fresh seed every run, so
 successive runs cover new ground); ``make fuzz`` runs 300 examples per operation on both.
 """
