@@ -291,6 +291,10 @@ for _proxy in env.items("TRUSTED_PROXIES", []):
         env.errors.append(f"MAASCP_TRUSTED_PROXIES: {_proxy!r} is not an address or network")
 NODE_REQUESTS_PER_MINUTE = env.integer("NODE_REQUESTS_PER_MINUTE", 600, minimum=1)
 NODE_REFUSALS_PER_MINUTE = env.integer("NODE_REFUSALS_PER_MINUTE", 20, minimum=1)
+# MAAS diagnostics fetched on request (?diagnostics=refresh, the admin's node and workflow pages)
+# per token or user; a machine is fetched at most once per 10 s whoever asks
+# (maas_domain/diagnostics.py)
+DIAGNOSTICS_REFRESHES_PER_MINUTE = env.integer("DIAGNOSTICS_REFRESHES_PER_MINUTE", 20, minimum=1)
 NODE_REFUSAL_EVENTS = env.integer("NODE_REFUSAL_EVENTS", 10, minimum=1)
 ADMIN_LOGIN_FAILURES = env.integer("ADMIN_LOGIN_FAILURES", 5, minimum=1)
 ADMIN_LOGIN_FAILURES_PER_ADDRESS = env.integer("ADMIN_LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)

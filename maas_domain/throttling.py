@@ -88,6 +88,12 @@ def over(limit: str, ident: str, *, allowed: int, period: int = 60) -> int | Non
     return retry_after(period)
 
 
+def caller(request: Any) -> str:
+    """Who a per-caller limit counts: the bearer token, else the user (a session)."""
+    token = getattr(getattr(request, "auth", None), "pk", None)
+    return f"token-{token}" if token else f"user-{getattr(request.user, 'pk', None)}"
+
+
 def client_address(request: Any) -> str:
     """The address a request came from: the peer, or, when the peer is one of our own proxies
     (``MAASCP_TRUSTED_PROXIES``, the buffering proxy of docs/operations.md), the last address
@@ -124,8 +130,7 @@ class MutationThrottle(BaseThrottle):
             # (per source address and per onboarding): one shared bucket would hold a whole
             # fleet enrolling at once to this limit
             return True
-        token = getattr(request.auth, "pk", None)
-        ident = f"token-{token}" if token else f"user-{getattr(request.user, 'pk', None)}"
+        ident = caller(request)
         # a dry run changes nothing: it has its own bucket of the same size and never uses up
         # the mutations an operator is about to make
         limit = "api_dry_runs" if dryrun.active() else "api_mutations"
