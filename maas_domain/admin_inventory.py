@@ -225,7 +225,7 @@ class NodeAdmin(ReadOnlyAdmin):
         """What MAAS says about the node's machine now (status, events as MAAS stamped them,
         commissioning results, installation output), loaded by the node page after it shows."""
         node = self._node(request, pk)
-        data = admin_diagnostics(request, node.site, node.maas_system_id)
+        data = admin_diagnostics(request, node.site, node.maas_system_id, since=node.updated_at)
         return TemplateResponse(request, "admin/workflow/diagnostics.html", {"d": data})
 
 

@@ -88,10 +88,14 @@ def _keys(site_pk: int, system_id: str) -> tuple[str, str]:
     return key, f"{key}:fetching"
 
 
-def node_diagnostics(site: Any, system_id: str, *, refresh: bool, caller: str) -> dict[str, Any]:
+def node_diagnostics(
+    site: Any, system_id: str, *, refresh: bool, caller: str, since: datetime | None = None
+) -> dict[str, Any]:
     """One MAAS machine's diagnostics, kept per (site, machine) for ``CACHE_SECONDS``: every
     workflow of the node and every page showing it share one answer. Only ``refresh`` asks
-    MAAS, at most once per ``REFRESH_INTERVAL`` per machine and one fetch at a time; each fetch
+    MAAS, at most once per ``REFRESH_INTERVAL`` per machine (unless the record shown changed
+    ``since`` that fetch: a workflow that moved on is not shown with what MAAS said before) and
+    one fetch at a time; each fetch
     counts against the caller's ``MAASCP_DIAGNOSTICS_REFRESHES_PER_MINUTE`` (``caller``: a token
     or user, as the mutation limit names them), past which it is a 429 with ``Retry-After``.
     ``fetched_at`` and ``age_seconds`` say how old the answer is."""
@@ -104,7 +108,7 @@ def node_diagnostics(site: Any, system_id: str, *, refresh: bool, caller: str) -
         if not refresh:
             return {"available": False, "detail": "the cache is unavailable", **_AGELESS}
         found = None
-    if refresh and (found is None or _age(found) >= REFRESH_INTERVAL):
+    if refresh and (found is None or _stale(found, since)):
         wait = throttling.over(
             "diagnostics_refresh", caller, allowed=settings.DIAGNOSTICS_REFRESHES_PER_MINUTE
         )
@@ -131,6 +135,11 @@ def node_diagnostics(site: Any, system_id: str, *, refresh: bool, caller: str) -
 _AGELESS = {"fetched_at": None, "age_seconds": None}
 
 
+def _stale(found: dict[str, Any], since: datetime | None) -> bool:
+    fetched = datetime.fromisoformat(found["fetched_at"])
+    return _age(found) >= REFRESH_INTERVAL or (since is not None and fetched < since)
+
+
 def _age(found: dict[str, Any]) -> float:
     age = (timezone.now() - datetime.fromisoformat(found["fetched_at"])).total_seconds()
     return max(age, 0.0)
@@ -138,14 +147,20 @@ def _age(found: dict[str, Any]) -> float:
 
 def cached_diagnostics(wf: WorkflowRow, *, refresh: bool, caller: str) -> dict[str, Any]:
     """A workflow's diagnostics: its machine's (``node_diagnostics``)."""
-    return node_diagnostics(wf.site, wf.maas_system_id, refresh=refresh, caller=caller)
+    return node_diagnostics(
+        wf.site, wf.maas_system_id, refresh=refresh, caller=caller, since=wf.updated_at
+    )
 
 
-def admin_diagnostics(request: Any, site: Any, system_id: str) -> dict[str, Any]:
+def admin_diagnostics(
+    request: Any, site: Any, system_id: str, *, since: datetime | None
+) -> dict[str, Any]:
     """What the admin's node and workflow pages show: fetched now (their fragment loads after
     the page), within the same per-machine and per-user bounds as the API."""
     try:
-        return node_diagnostics(site, system_id, refresh=True, caller=throttling.caller(request))
+        return node_diagnostics(
+            site, system_id, refresh=True, caller=throttling.caller(request), since=since
+        )
     except Throttled as exc:
         wait = getattr(exc, "wait", None) or 60
         detail = f"too many MAAS fetches this minute; try again in {wait:.0f} s"

@@ -478,7 +478,7 @@ class WorkflowAdmin(ActionAdmin[Any]):
         wf = self._load(request, pk)
         if not self.diagnostics:
             raise Http404("No diagnostics for this kind.")
-        data = admin_diagnostics(request, wf.site, wf.maas_system_id)
+        data = admin_diagnostics(request, wf.site, wf.maas_system_id, since=wf.updated_at)
         return TemplateResponse(request, "admin/workflow/diagnostics.html", {"d": data, "wf": wf})
 
     def verb_view(self, request: HttpRequest, pk: int, verb: str) -> HttpResponse:
