@@ -193,6 +193,14 @@ if VAULT["ADDR"] and not (VAULT["TOKEN"] or (VAULT["ROLE_ID"] and VAULT["SECRET_
         "MAASCP_VAULT_ADDR is set: also set MAASCP_VAULT_TOKEN, or MAASCP_VAULT_ROLE_ID "
         "and MAASCP_VAULT_SECRET_ID for AppRole login"
     )
+# Every secret crosses this connection: production refuses plain http to the secrets server
+# unless the deployment says so (a server on the same host or a trusted link; docs/settings.md)
+VAULT_ALLOW_HTTP = env.flag("VAULT_ALLOW_HTTP", default=False)
+if PRODUCTION and str(VAULT["ADDR"] or "").startswith("http:") and not VAULT_ALLOW_HTTP:
+    env.errors.append(
+        "MAASCP_VAULT_ADDR is plain http: every secret would cross the network in the clear; "
+        "use https (MAASCP_VAULT_CACERT for its CA) or set MAASCP_VAULT_ALLOW_HTTP=true"
+    )
 SECRETS_BACKEND = "vault" if VAULT["ADDR"] else "database"
 # Fernet keys for the database backend, newest first (comma-separated allows key rotation).
 _secrets_keys = env.items("SECRETS_KEY", [])

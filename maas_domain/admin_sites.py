@@ -67,6 +67,7 @@ class SiteForm(PolicyFormMixin):
             "name",
             "description",
             "maas_url",
+            "maas_allow_http",
             "maas_user",
             "verify_tls",
             "pxe_subnet",
@@ -120,7 +121,10 @@ class MaasSiteAdmin(ServiceBackedAdmin):
     change_form_template = "admin/maas_domain/maassite/change_form.html"
     fieldsets = [
         (None, {"fields": ["name", "description", "status", "expected_revision"]}),
-        ("MAAS", {"fields": ["maas_url", "maas_user", "verify_tls", "pxe_subnet"]}),
+        (
+            "MAAS",
+            {"fields": ["maas_url", "maas_allow_http", "maas_user", "verify_tls", "pxe_subnet"]},
+        ),
         ("Region (where this site's MAAS work runs)", {"fields": ["region"]}),
         ("Policy (explicit keys; the rest inherit defaults)", {"fields": ["policy"]}),
         ("First-live-run guard", {"fields": ["guarded", "approved_hosts"]}),

@@ -251,3 +251,32 @@ def test_the_node_api_urls_host_is_an_allowed_host(tmp_path: Path) -> None:
     [hosts] = settings_of({**env, "MAASCP_NODE_API_URL": "http://[fd00::7]:8001"}, tmp_path,
                           "ALLOWED_HOSTS")  # fmt: skip
     assert hosts == "['cp.example.test', '[fd00::7]']"
+
+
+def test_production_refuses_a_plain_http_secrets_server_unless_told(tmp_path: Path) -> None:
+    env = {
+        "MAASCP_ENV": "production",
+        "MAASCP_SECRET_KEY": _fernet_key() * 2,
+        "MAASCP_ALLOWED_HOSTS": "cp.example.test",
+        "MAASCP_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/maascp",
+        "MAASCP_BROKER_URL": "redis://127.0.0.1:6379/0",
+        "MAASCP_NODE_API_URL": "https://cp.example.test:8001",
+        "MAASCP_VAULT_ADDR": "http://vault.example.test:8200",
+        "MAASCP_VAULT_ROLE_ID": "role",
+        "MAASCP_VAULT_SECRET_ID": "secret",
+    }
+    refused = run_check(env, tmp_path)
+    assert refused.returncode != 0 and "MAASCP_VAULT_ALLOW_HTTP" in refused.stderr
+    told = run_check({**env, "MAASCP_VAULT_ALLOW_HTTP": "true"}, tmp_path)
+    assert told.returncode == 0, told.stderr
+    tls = run_check({**env, "MAASCP_VAULT_ADDR": "https://vault.example.test:8200"}, tmp_path)
+    assert tls.returncode == 0, tls.stderr
+    embedded = run_check({"MAASCP_VAULT_ADDR": env["MAASCP_VAULT_ADDR"],
+                          "MAASCP_VAULT_TOKEN": "t"}, tmp_path)  # fmt: skip
+    assert embedded.returncode == 0, embedded.stderr
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from maas_domain import audit, urlsafety
@@ -81,6 +82,15 @@ def _site_url_errors(site: MaasSite) -> dict[str, list[str]]:
     )
     if site.maas_url and (reason := urlsafety.check(site.maas_url, maas_rules)):
         errors["maas_url"] = [reason]
+    elif (
+        settings.PRODUCTION
+        and urlsplit(site.maas_url).scheme == "http"
+        and not site.maas_allow_http
+    ):
+        errors["maas_url"] = [
+            "Plain http sends the API key's signature and the IPMI passwords in the clear: use "
+            "https, or set maas_allow_http for this site."
+        ]
     node_url = site.node_api_url
     if node_url:
         reason = urlsafety.check(node_url, urlsafety.site_rules(site))
