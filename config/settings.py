@@ -40,6 +40,22 @@ SECRET_KEY = env.string("SECRET_KEY", required=PRODUCTION) or (
     if PRODUCTION
     else generated_once(DATA_DIR / "django-secret-key", lambda: secrets.token_urlsafe(50))
 )
+# Production refuses a key anyone could guess: shorter than 50 characters, fewer than 16
+# different ones ("x" * 50), Django's insecure development prefix, or a placeholder word from an
+# example (compose shipped "change-me-to-50-random-characters-...": it passed). Make one with
+# `python -c 'import secrets; print(secrets.token_urlsafe(50))'` (deploy/make-secrets does).
+PLACEHOLDER_WORDS = ("change-me", "changeme", "change_me", "placeholder", "example", "insecure")
+if PRODUCTION and SECRET_KEY:
+    _lowered = SECRET_KEY.lower()
+    if (
+        len(SECRET_KEY) < 50
+        or len(set(SECRET_KEY)) < 16
+        or any(word in _lowered for word in PLACEHOLDER_WORDS)
+    ):
+        env.errors.append(
+            "MAASCP_SECRET_KEY is guessable (under 50 characters, under 16 different ones, or a "
+            "placeholder): use 50 or more random characters"
+        )
 DEBUG = env.flag("DEBUG", default=False)
 if PRODUCTION and DEBUG:  # tracebacks with settings and local values in every error page
     env.errors.append("MAASCP_DEBUG may not be true in production mode")
@@ -58,6 +74,24 @@ _db_url = env.url(
     required=PRODUCTION,
 )
 DATABASES = {"default": database_from_url(_db_url or "sqlite:///:memory:")}
+# passwords shipped as examples or defaults (compose shipped maascp/maascp): refused in production
+KNOWN_PASSWORDS = frozenset(
+    {"maascp", "postgres", "redis", "password", "secret", "admin", "change-me", "changeme"}
+)
+
+
+def _known_password(url: str | None) -> bool:
+    password = urlsplit(url or "").password
+    return password is not None and (
+        password.lower() in KNOWN_PASSWORDS
+        or any(word in password.lower() for word in PLACEHOLDER_WORDS)
+    )
+
+
+if PRODUCTION and _known_password(_db_url):
+    env.errors.append(
+        "MAASCP_DATABASE_URL holds a well-known password (a shipped example): set a random one"
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery ----------------------------------------------------------------------------------
@@ -80,6 +114,10 @@ CELERY_BROKER_URL = env.url(
     schemes=("redis", "rediss") if PRODUCTION else ("redis", "rediss", "filesystem"),
     required=PRODUCTION,
 )
+if PRODUCTION and _known_password(CELERY_BROKER_URL):
+    env.errors.append(
+        "MAASCP_BROKER_URL holds a well-known password (a shipped example): set a random one"
+    )
 if (CELERY_BROKER_URL or "").startswith("filesystem"):
     for sub in ("queue", "processed", "control"):
         (_broker_dir / sub).mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ database, Redis, OpenBao) and the folders are this machine's."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -39,6 +40,7 @@ def this_machine(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
         "MAASCP_VAULT_ROLE_ID": "",
         "MAASCP_VAULT_SECRET_ID": "",
         "MAASCP_SECRETS_KEY": Fernet.generate_key().decode(),
+        "MAASCP_SECRET_KEY": secrets.token_urlsafe(50),  # compose's placeholder is refused
         "MAASCP_STATIC_ROOT": str(tmp_path / "static"),
         "MAASCP_ARCHIVE_DIR": str(tmp_path / "archive"),
     }
