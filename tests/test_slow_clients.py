@@ -3,9 +3,9 @@
 
 gunicorn's threads read request bodies themselves: twelve connections that send a body slowly
 held every thread of the API listener and its health checks timed out. Here the real gunicorn
-(config/gunicorn.py) serves the product with two threads, twenty clients open requests whose
-bodies never finish, and /health/live still answers through nginx; straight to gunicorn it does
-not (the stall the proxy is there for)."""
+(config/gunicorn.py) serves the product with two threads, twenty clients open requests (over
+the proxy's TLS, as compose serves it) whose bodies never finish, and /health/live still
+answers through nginx; straight to gunicorn it does not (the stall the proxy is there for)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.proxy import gunicorn, nginx
+from tests.support.proxy import gunicorn, make_secrets, nginx, tls_connection
 
 pytestmark = [
     pytest.mark.slow,
@@ -30,20 +30,30 @@ SLOW_CLIENTS = 20
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[tuple[int, int]]:
+def tls(tmp_path: Path) -> Path:
+    return make_secrets(tmp_path / "secrets")
+
+
+@pytest.fixture
+def stack(tmp_path: Path, tls: Path) -> Iterator[tuple[int, int]]:
     """(gunicorn's port, nginx's port in front of it)."""
     with (
         gunicorn({"MAASCP_TRUSTED_PROXIES": "127.0.0.1"}, tmp_path) as app,
-        nginx(tmp_path, upstream=app) as proxy,
+        nginx(tmp_path, upstream=app, tls=tls) as proxy,
     ):
         yield app, proxy
 
 
-def slow_clients(port: int) -> list[socket.socket]:
-    """Connections that send their headers and a little of a body they never finish."""
+def slow_clients(port: int, tls: Path | None = None) -> list[socket.socket]:
+    """Connections that send their headers and a little of a body they never finish (over TLS
+    when ``tls`` holds the proxy's CA)."""
     held = []
     for _ in range(SLOW_CLIENTS):
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s = (
+            tls_connection(port, tls / "ca.pem")
+            if tls
+            else socket.create_connection(("127.0.0.1", port), timeout=5)
+        )
         s.sendall(
             b"POST /api/v1/node/report HTTP/1.1\r\nHost: cp\r\n"
             b'Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"onb'
@@ -53,20 +63,22 @@ def slow_clients(port: int) -> list[socket.socket]:
     return held
 
 
-def health(port: int) -> bool:
+def health(port: int, tls: Path | None = None) -> bool:
+    scheme, verify = ("https", str(tls / "ca.pem")) if tls else ("http", True)
     try:
-        return requests.get(f"http://127.0.0.1:{port}/health/live", timeout=5).status_code == 200
+        url = f"{scheme}://127.0.0.1:{port}/health/live"
+        return requests.get(url, timeout=5, verify=verify).status_code == 200
     except requests.RequestException:
         return False
 
 
 def test_health_answers_through_the_proxy_while_twenty_clients_dribble(
-    stack: tuple[int, int],
+    stack: tuple[int, int], tls: Path
 ) -> None:
     app, proxy = stack
-    held = slow_clients(proxy)
+    held = slow_clients(proxy, tls)
     try:
-        assert health(proxy), "the proxy let slow bodies reach gunicorn's threads"
+        assert health(proxy, tls), "the proxy let slow bodies reach gunicorn's threads"
     finally:
         for s in held:
             s.close()

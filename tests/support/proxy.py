@@ -1,12 +1,14 @@
-"""The shipped buffering proxy (deploy/nginx/maascp.conf.template) in front of a real gunicorn
-listener, as docker-compose.yml runs them, on free ports of this machine: nginx (Debian) and
-gunicorn with the shipped settings (config/gunicorn.py)."""
+"""The shipped buffering TLS proxy (deploy/nginx/maascp.conf.template) in front of a real
+gunicorn listener, as docker-compose.yml runs them, on free ports of this machine: nginx
+(Debian) with the certificates deploy/make-secrets makes, and gunicorn with the shipped settings
+(config/gunicorn.py)."""
 
 from __future__ import annotations
 
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -29,13 +31,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(url: str, *, headers: Mapping[str, str] | None = None, within: float = 120) -> None:
+def make_secrets(folder: Path, names: str = "") -> Path:
+    """What deploy/make-secrets makes for compose (secrets, a CA, the proxies' certificates)."""
+    subprocess.run([str(ROOT / "deploy/make-secrets"), str(folder)], check=True,
+                   capture_output=True, env={**os.environ, "MAASCP_TLS_NAMES": names})  # fmt: skip
+    return folder
+
+
+def compose_secret_files(folder: Path) -> dict[str, Path]:
+    """compose's secret name -> the file in ``folder`` compose would mount as it."""
+    spec = yaml.safe_load(COMPOSE.read_text())
+    return {name: folder / Path(item["file"]).name for name, item in spec["secrets"].items()}
+
+
+def wait_for(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    within: float = 120,
+    verify: str | bool = True,
+) -> None:
     """Until the URL answers 200 (a started process: its progress, not a guess of its speed;
     ``within`` only ends a wait on one that never will)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         try:
-            if requests.get(url, timeout=5, headers=headers).status_code == 200:
+            if requests.get(url, timeout=5, headers=headers, verify=verify).status_code == 200:
                 return
         except requests.RequestException:
             pass
@@ -92,13 +113,17 @@ def nginx(
     tmp_path: Path,
     *,
     upstream: int,
+    tls: Path,
+    proxy: str = "node-proxy",
     max_body: str = "8m",
     worker_connections: int = 256,
     **template: str,
 ) -> Iterator[int]:
-    """nginx with the shipped template (``template``: more of its ${...} values); its port."""
+    """nginx with the shipped template and ``proxy``'s certificate in ``tls`` (deploy/make-secrets'
+    folder; ``template``: more of its ${...} values); its port."""
     port = free_port()
     site = render(LISTEN=f"127.0.0.1:{port}", UPSTREAM=f"127.0.0.1:{upstream}", MAX_BODY=max_body,
+                  TLS_CERT=str(tls / f"{proxy}.crt"), TLS_KEY=str(tls / f"{proxy}.key"),
                   **template)  # fmt: skip
     temp = tmp_path / f"nginx-{port}"
     temp.mkdir()
@@ -115,8 +140,15 @@ def nginx(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        wait_for(f"http://127.0.0.1:{port}/health/live")
+        wait_for(f"https://127.0.0.1:{port}/health/live", verify=str(tls / "ca.pem"))
         yield port
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def tls_connection(port: int, ca: Path, *, source: str = "127.0.0.1") -> ssl.SSLSocket:
+    """A client's TLS connection to the proxy from ``source`` (any 127.0.0.0/8 address)."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    context = ssl.create_default_context(cafile=str(ca))
+    return context.wrap_socket(raw, server_hostname="localhost")
