@@ -310,8 +310,9 @@ def test_only_the_proxies_listen_beyond_this_host() -> None:
 def test_tls_is_wired_on_the_proxies_and_the_secrets_server() -> None:
     spec = _spec()
     services = spec["services"]
-    template = (COMPOSE.parent / "deploy/nginx/maascp.conf.template").read_text()
-    assert "listen ${LISTEN} ssl;" in template and "ssl_certificate ${TLS_CERT};" in template
+    template = (COMPOSE.parent / "deploy/nginx/nginx.conf.template").read_text()
+    assert "listen 127.0.0.1:${HOP_PORT} ssl proxy_protocol;" in template
+    assert "ssl_certificate ${TLS_CERT};" in template
     for proxy in PUBLIC:
         env = services[proxy]["environment"]
         assert env["TLS_CERT"].startswith("/run/secrets/") and env["TLS_KEY"].startswith(
@@ -326,3 +327,49 @@ def test_tls_is_wired_on_the_proxies_and_the_secrets_server() -> None:
     bao = (COMPOSE.parent / "deploy/openbao/bao.hcl").read_text()
     assert "tls_disable" not in bao and 'tls_cert_file   = "/run/secrets/vault_crt"' in bao
     assert services["vault"]["environment"]["BAO_ADDR"].startswith("https://")
+
+
+def test_the_proxies_render_the_shipped_nginx_conf_as_compose_starts_them(tmp_path: Path) -> None:
+    """Each proxy's command renders deploy/nginx/nginx.conf.template with envsubst, naming the
+    template's every variable (an unnamed one would stay as text, nginx's own $variables must),
+    from an environment that sets each; run here as compose runs it, and `nginx -t` accepts the
+    result (Debian's nginx loads the stream module the image has built in)."""
+    import re
+    import shutil
+    import subprocess
+
+    import pytest
+
+    template_path = COMPOSE.parent / "deploy/nginx/nginx.conf.template"
+    template = template_path.read_text()
+    wanted = set(re.findall(r"\$\{(\w+)\}", template))
+    services = _spec()["services"]
+    if not (shutil.which("envsubst") and shutil.which("nginx")):
+        pytest.skip("envsubst or nginx missing (gettext-base, nginx: scripts/ensure-debian)")
+    secrets = make_secrets(tmp_path / "secrets")
+    for proxy in PUBLIC:
+        service = services[proxy]
+        command = service["command"][-1]
+        assert set(re.findall(r"\$\$(\w+)", re.search(r"envsubst '([^']*)'", command)[1])) == wanted
+        env = {k: str(v) for k, v in service["environment"].items()}
+        assert wanted <= set(env), wanted - set(env)
+        run = tmp_path / proxy
+        run.mkdir()
+        env.update(RUN_DIR=str(run), LISTEN="127.0.0.1:1", HOP_PORT="2", UPSTREAM="127.0.0.1:3")
+        env.update(TLS_CERT=str(secrets / f"{proxy}.crt"), TLS_KEY=str(secrets / f"{proxy}.key"))
+        moves = {
+            "$$": "$",
+            "/etc/maascp/nginx.conf.template": str(template_path),
+            "/tmp/nginx": str(run),  # noqa: S108 (compose's path, moved here)
+            "exec nginx": "nginx -t",
+            "-g 'daemon off;'": "-g 'load_module /usr/lib/nginx/modules/ngx_stream_module.so;'",
+        }  # fmt: skip
+        script = command
+        for old, new in moves.items():
+            script = script.replace(old, new)
+        done = subprocess.run(["sh", "-c", script], env={"PATH": "/usr/sbin:/usr/bin:/bin", **env},
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rendered = (run / "nginx.conf").read_text()
+        assert not re.search(r"\$\{\w+\}", rendered) and "$binary_remote_addr" in rendered
+        assert f"limit_conn maascp_tcp {env['CONN_PER_ADDRESS']};" in rendered

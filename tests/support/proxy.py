@@ -1,4 +1,4 @@
-"""The shipped buffering TLS proxy (deploy/nginx/maascp.conf.template) in front of a real
+"""The shipped buffering TLS proxy (deploy/nginx/nginx.conf.template) in front of a real
 gunicorn listener, as docker-compose.yml runs them, on free ports of this machine: nginx
 (Debian) with the certificates deploy/make-secrets makes, and gunicorn with the shipped settings
 (config/gunicorn.py)."""
@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +23,9 @@ import requests
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "deploy/nginx/maascp.conf.template"
+TEMPLATE = ROOT / "deploy/nginx/nginx.conf.template"
+# Debian builds the stream module apart (libnginx-mod-stream); the nginx image has it built in
+STREAM_MODULE = Path("/usr/lib/nginx/modules/ngx_stream_module.so")
 COMPOSE = ROOT / "docker-compose.yml"
 
 
@@ -102,6 +106,9 @@ def gunicorn(
         log.close()
 
 
+LIMITS = ("CONN_PER_ADDRESS", "REQ_PER_SECOND", "REQ_BURST")  # the template's per-address limits
+
+
 def render(**values: str) -> str:
     """The template as the nginx image's envsubst fills it: every ``${NAME}`` from ``values``
     (a missing one is an error here), nginx's own ``$variables`` left alone."""
@@ -120,31 +127,35 @@ def nginx(
     **template: str,
 ) -> Iterator[int]:
     """nginx with the shipped template and ``proxy``'s certificate in ``tls`` (deploy/make-secrets'
-    folder; ``template``: more of its ${...} values); its port."""
+    folder; ``template``: its other ${...} values, compose's own for ``proxy`` by default); its
+    port. It listens on 127.0.0.1 and takes clients from any 127.0.0.0/8 address."""
     port = free_port()
-    site = render(LISTEN=f"127.0.0.1:{port}", UPSTREAM=f"127.0.0.1:{upstream}", MAX_BODY=max_body,
+    run = Path(tempfile.mkdtemp(prefix="ngx", dir="/tmp"))
+    run.chmod(0o755)  # nginx's workers (not root) make their temporary folders in it
+    values = {k: v for k, v in compose_environment(proxy).items() if k in LIMITS}
+    conf = render(LISTEN=f"127.0.0.1:{port}", UPSTREAM=f"127.0.0.1:{upstream}", MAX_BODY=max_body,
                   TLS_CERT=str(tls / f"{proxy}.crt"), TLS_KEY=str(tls / f"{proxy}.key"),
-                  **template)  # fmt: skip
-    temp = tmp_path / f"nginx-{port}"
-    temp.mkdir()
-    (temp / "maascp.conf").write_text(site)
-    paths = " ".join(f"{k}_temp_path {temp}/{k};" for k in ("client_body", "proxy", "fastcgi",
-                                                           "uwsgi", "scgi"))  # fmt: skip
-    (temp / "nginx.conf").write_text(
-        f"daemon off; pid {temp}/nginx.pid; error_log {temp}/error.log;\n"
-        f"events {{ worker_connections {worker_connections}; }}\n"
-        f"http {{ access_log off; {paths} include {temp}/maascp.conf; }}\n"
-    )
+                  RUN_DIR=str(run), ACCESS_LOG="off", HOP_PORT=str(free_port()),
+                  WORKER_CONNECTIONS=str(worker_connections), **{**values, **template})  # fmt: skip
+    if STREAM_MODULE.exists():
+        conf = f"load_module {STREAM_MODULE};\n{conf}"
+    (run / "nginx.conf").write_text(conf)
+    log = (tmp_path / f"nginx-{port}.log").open("wb")
     process = subprocess.Popen(
-        ["nginx", "-c", str(temp / "nginx.conf"), "-p", str(temp)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ["nginx", "-c", str(run / "nginx.conf"), "-p", str(run), "-g", "daemon off;"],
+        stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        wait_for(f"https://127.0.0.1:{port}/health/live", verify=str(tls / "ca.pem"))
+        try:
+            wait_for(f"https://127.0.0.1:{port}/health/live", verify=str(tls / "ca.pem"))
+        except AssertionError:
+            raise AssertionError((tmp_path / f"nginx-{port}.log").read_text()[-3000:]) from None
         yield port
     finally:
         process.terminate()
         process.wait(timeout=20)
+        log.close()
+        shutil.rmtree(run, ignore_errors=True)
 
 
 def tls_connection(port: int, ca: Path, *, source: str = "127.0.0.1") -> ssl.SSLSocket:
