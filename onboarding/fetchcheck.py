@@ -29,6 +29,14 @@ _lock = threading.Lock()
 _fetchable_until: dict[str, float] = {}
 
 
+# What may pass by itself: no answer in time, no connection (the control plane or the bundle host
+# restarting or overloaded), or an answer that says "later". Anything else is an answer.
+TRANSIENT = frozenset(
+    {"ConnectTimeout", "ReadTimeout", "Timeout", "ConnectionError", "HTTP 429", "HTTP 502",
+     "HTTP 503", "HTTP 504"}
+)  # fmt: skip
+
+
 def forget() -> None:
     """Drop what this process remembers (tests; a URL's answer may change between them)."""
     with _lock:

@@ -7,9 +7,9 @@ from maas_domain.models import RoceAssignment
 from maas_domain.nodetrust import trust_problems
 from maas_domain.services.guardrails import target_problems
 from onboarding import payload
-from onboarding.fetchcheck import fetch_problem
+from onboarding.fetchcheck import TRANSIENT, fetch_problem
 from onboarding.stages.common import Ctx
-from workflows.results import Done, Fail, Result
+from workflows.results import Done, Fail, Result, Retry
 
 # -- 1. preflight ---------------------------------------------------------------------------------
 
@@ -36,10 +36,17 @@ def preflight(ctx: Ctx) -> Result:
     ):
         problems.append(f"profile enables phase-2 RoCE but {wf.hostname} has no RoCE assignment")
     problems += [f"first-boot payload refused: {p}" for p in payload.problems(wf, policy)]
+    transient = []
     for label, url in fetch_targets(ctx):
         reason = fetch_problem(url)
         if reason:
             problems.append(f"{label} {urlsafety.display(url)} is not fetchable: {reason}")
+            transient.append(reason in TRANSIENT)
+    if problems and len(transient) == len(problems) and all(transient):
+        # only URLs that did not answer in time (a loaded or restarting control plane, a
+        # bundle host's hiccup): checked again with backoff, failed once the tries run out
+        after = min(60.0, 5.0 * 2**wf.stage_tries)
+        return Retry("fetch_unavailable", "; ".join(problems), after=after)
     if problems:
         return Fail("preflight", "; ".join(problems), {"problems": problems})
     return Done("preflight checks passed")

@@ -43,6 +43,7 @@ from maas_domain.services.tokens import api_token_create
 from onboarding.models import OnboardingBatch
 from reconciliation.models import DriftRecord
 from tests.factories import make_node, make_onboarding, make_profile, make_site, make_sku
+from tests.support.flows import wait_until
 from tests.support.maas import API_KEY, Sim, make_sim
 from tests.support.openapi import openapi_document
 
@@ -151,10 +152,24 @@ def api_schema(live_server: Any, admin_user: Any, settings: Any) -> Any:
     # POST /tokens/{id}/revoke is fuzzed too: keep our own token's id out of reach
     ApiToken.objects.filter(pk=made.pk).update(id=FUZZ_TOKEN_ID)
     auth = {"Authorization": f"Bearer {token}"}
-    schema = schemathesis.openapi.from_url(f"{live_server.url}/api/v1/schema/?format=json",
-                                           headers=auth)  # fmt: skip
+    # The document once the server answers (a health check at a time, as long as it takes),
+    # then fetched with room for a loaded machine: schemathesis's own fetch gave up after 10 s.
+    wait_until(lambda: _answers(f"{live_server.url}/health/live"), timeout=300,
+               what="the live server")  # fmt: skip
+    document = requests.get(
+        f"{live_server.url}/api/v1/schema/?format=json", headers=auth, timeout=300
+    )
+    document.raise_for_status()
+    schema = schemathesis.openapi.from_dict(document.json())
     schema.config.update(base_url=live_server.url, headers=auth)
     return schema
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=30).status_code == 200
+    except requests.RequestException:
+        return False
 
 
 def cases(operation: Any, seeded: dict[str, Any]) -> Any:

@@ -43,6 +43,30 @@ def test_preflight_lists_every_problem_at_once(bench: Bench) -> None:
     assert any("bootstrap endpoint" in p and "not fetchable" in p for p in problems)
 
 
+def test_preflight_checks_again_an_endpoint_that_did_not_answer_in_time(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load the control plane's own node endpoint missed the check's timeout and the
+    onboarding failed at preflight (3 of a 40-node batch): a URL that did not answer in time, or
+    answered "later", is checked again with backoff; one that answered no is a failure."""
+    import socket
+
+    from onboarding import fetchcheck
+
+    monkeypatch.setattr(fetchcheck, "TIMEOUT", (1.0, 0.5))
+    silent = socket.socket()  # accepts, never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        bench.site.node_api_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        bench.site.save()
+        result, _ = run(bench.onboarding("p4", "10.1.0.4"), "preflight")
+    finally:
+        silent.close()
+    assert (type(result).__name__, result.classification) == ("Retry", "fetch_unavailable")
+    assert "ReadTimeout" in result.message and result.after >= 5
+
+
 def test_preflight_keeps_the_bundle_problems_with_the_trust_problems(bench: Bench) -> None:
     bench.site.ca_bundle_pem = "-----BEGIN CERTIFICATE-----\nplaceholder\n"
     bench.site.save()
