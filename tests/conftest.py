@@ -122,6 +122,8 @@ HEAVY = (
     "tests/onboarding/test_hardware_fleet.py",
     "tests/onboarding/test_sealed_vault.py",
     "tests/decommission/test_recovery.py::test_kill_9",
+    "tests/test_slow_clients.py",
+    "tests/test_compose.py",
 )
 
 
