@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from maas_domain import urlsafety
 from maas_domain.models import RoceAssignment
-from maas_domain.nodetrust import trust_problems
+from maas_domain.nodetrust import node_trust, trust_problems
 from maas_domain.services.guardrails import target_problems
 from onboarding import payload
 from onboarding.fetchcheck import TRANSIENT, fetch_problem
@@ -37,8 +37,11 @@ def preflight(ctx: Ctx) -> Result:
         problems.append(f"profile enables phase-2 RoCE but {wf.hostname} has no RoCE assignment")
     problems += [f"first-boot payload refused: {p}" for p in payload.problems(wf, policy)]
     transient = []
+    node_ca = node_trust(site).ca_bundle_pem
     for label, url in fetch_targets(ctx):
-        reason = fetch_problem(url)
+        # the control plane's own node routes as a node reaches them (trusting its CA bundle
+        # only); the site's bundle as its curl fetches it (the system's CAs)
+        reason = fetch_problem(url, ca_pem="" if label == BUNDLE else node_ca)
         if reason:
             problems.append(f"{label} {urlsafety.display(url)} is not fetchable: {reason}")
             transient.append(reason in TRANSIENT)
@@ -52,6 +55,9 @@ def preflight(ctx: Ctx) -> Result:
     return Done("preflight checks passed")
 
 
+BUNDLE = "site bootstrap bundle"
+
+
 def fetch_targets(ctx: Ctx) -> list[tuple[str, str]]:
     targets = [
         ("bootstrap endpoint", f"{payload.node_api_url(ctx.wf.site)}/api/v1/node/health"),
@@ -59,5 +65,5 @@ def fetch_targets(ctx: Ctx) -> list[tuple[str, str]]:
     ]
     ref = ctx.policy.bootstrap_bundle_ref
     if ref.startswith(("http://", "https://")):
-        targets.append(("site bootstrap bundle", ref))
+        targets.append((BUNDLE, ref))
     return targets
