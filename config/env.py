@@ -5,6 +5,11 @@ Every setting the project reads from the environment goes through :class:`Env`, 
 was expected, and (3) all problems are reported together at start-up instead of one per restart.
 ``Env.known`` records every variable name read, which is how the docker-compose test checks that
 the compose file only sets variables the settings understand.
+
+Every variable may instead be given as ``MAASCP_<NAME>_FILE``, the path of a file holding the
+value (compose's secrets under /run/secrets/, docs/operations.md): a secret then never sits in
+the environment, where ``docker inspect`` and every child process see it. Setting both is an
+error; an unreadable file is one too.
 """
 
 from __future__ import annotations
@@ -29,8 +34,16 @@ class Env:
 
     def _raw(self, name: str) -> str | None:
         key = PREFIX + name
-        self.known.add(key)
+        self.known |= {key, f"{key}_FILE"}
         value = self.environ.get(key)
+        if path := (self.environ.get(f"{key}_FILE") or "").strip():
+            if value is not None and value.strip():
+                self.errors.append(f"{key} and {key}_FILE are both set: keep one")
+            try:
+                value = Path(path).read_text()
+            except OSError as exc:
+                self.errors.append(f"{key}_FILE={path!r} cannot be read: {exc.strerror}")
+                return None
         if value is None or value.strip() == "":
             return None
         return value.strip()

@@ -17,9 +17,12 @@ import re
 import secrets
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import django_stubs_ext
 from cryptography.fernet import Fernet
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from config.env import Env, database_from_url, generated_once
 
@@ -37,6 +40,22 @@ SECRET_KEY = env.string("SECRET_KEY", required=PRODUCTION) or (
     if PRODUCTION
     else generated_once(DATA_DIR / "django-secret-key", lambda: secrets.token_urlsafe(50))
 )
+# Production refuses a key anyone could guess: shorter than 50 characters, fewer than 16
+# different ones ("x" * 50), Django's insecure development prefix, or a placeholder word from an
+# example (compose shipped "change-me-to-50-random-characters-...": it passed). Make one with
+# `python -c 'import secrets; print(secrets.token_urlsafe(50))'` (deploy/make-secrets does).
+PLACEHOLDER_WORDS = ("change-me", "changeme", "change_me", "placeholder", "example", "insecure")
+if PRODUCTION and SECRET_KEY:
+    _lowered = SECRET_KEY.lower()
+    if (
+        len(SECRET_KEY) < 50
+        or len(set(SECRET_KEY)) < 16
+        or any(word in _lowered for word in PLACEHOLDER_WORDS)
+    ):
+        env.errors.append(
+            "MAASCP_SECRET_KEY is guessable (under 50 characters, under 16 different ones, or a "
+            "placeholder): use 50 or more random characters"
+        )
 DEBUG = env.flag("DEBUG", default=False)
 if PRODUCTION and DEBUG:  # tracebacks with settings and local values in every error page
     env.errors.append("MAASCP_DEBUG may not be true in production mode")
@@ -55,6 +74,24 @@ _db_url = env.url(
     required=PRODUCTION,
 )
 DATABASES = {"default": database_from_url(_db_url or "sqlite:///:memory:")}
+# passwords shipped as examples or defaults (compose shipped maascp/maascp): refused in production
+KNOWN_PASSWORDS = frozenset(
+    {"maascp", "postgres", "redis", "password", "secret", "admin", "change-me", "changeme"}
+)
+
+
+def _known_password(url: str | None) -> bool:
+    password = urlsplit(url or "").password
+    return password is not None and (
+        password.lower() in KNOWN_PASSWORDS
+        or any(word in password.lower() for word in PLACEHOLDER_WORDS)
+    )
+
+
+if PRODUCTION and _known_password(_db_url):
+    env.errors.append(
+        "MAASCP_DATABASE_URL holds a well-known password (a shipped example): set a random one"
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery ----------------------------------------------------------------------------------
@@ -77,6 +114,10 @@ CELERY_BROKER_URL = env.url(
     schemes=("redis", "rediss") if PRODUCTION else ("redis", "rediss", "filesystem"),
     required=PRODUCTION,
 )
+if PRODUCTION and _known_password(CELERY_BROKER_URL):
+    env.errors.append(
+        "MAASCP_BROKER_URL holds a well-known password (a shipped example): set a random one"
+    )
 if (CELERY_BROKER_URL or "").startswith("filesystem"):
     for sub in ("queue", "processed", "control"):
         (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -190,6 +231,14 @@ if VAULT["ADDR"] and not (VAULT["TOKEN"] or (VAULT["ROLE_ID"] and VAULT["SECRET_
         "MAASCP_VAULT_ADDR is set: also set MAASCP_VAULT_TOKEN, or MAASCP_VAULT_ROLE_ID "
         "and MAASCP_VAULT_SECRET_ID for AppRole login"
     )
+# Every secret crosses this connection: production refuses plain http to the secrets server
+# unless the deployment says so (a server on the same host or a trusted link; docs/settings.md)
+VAULT_ALLOW_HTTP = env.flag("VAULT_ALLOW_HTTP", default=False)
+if PRODUCTION and str(VAULT["ADDR"] or "").startswith("http:") and not VAULT_ALLOW_HTTP:
+    env.errors.append(
+        "MAASCP_VAULT_ADDR is plain http: every secret would cross the network in the clear; "
+        "use https (MAASCP_VAULT_CACERT for its CA) or set MAASCP_VAULT_ALLOW_HTTP=true"
+    )
 SECRETS_BACKEND = "vault" if VAULT["ADDR"] else "database"
 # Fernet keys for the database backend, newest first (comma-separated allows key rotation).
 _secrets_keys = env.items("SECRETS_KEY", [])
@@ -228,6 +277,13 @@ try:
     _urlsafety.split(NODE_API_URL)
 except ValueError as _exc:
     env.errors.append(f"MAASCP_NODE_API_URL is not usable in a first-boot payload: {_exc}")
+else:
+    # nodes call this host: a deployment that forgot it in MAASCP_ALLOWED_HOSTS answered every
+    # node call 400 (docs/settings.md)
+    _node_host = (urlsplit(NODE_API_URL).hostname or "").lower()
+    _node_host = f"[{_node_host}]" if ":" in _node_host else _node_host
+    if _node_host and _node_host not in ALLOWED_HOSTS and "*" not in ALLOWED_HOSTS:
+        ALLOWED_HOSTS.append(_node_host)
 # The CA certificates nodes trust to reach NODE_API_URL (the CA that signed its TLS
 # certificate), for every site without its own ``ca_bundle_pem`` (docs/settings.md, "Node
 # trust"). Embedded: the stack's own CA, generated into the data folder; production: a PEM file,
@@ -281,6 +337,10 @@ for _proxy in env.items("TRUSTED_PROXIES", []):
         env.errors.append(f"MAASCP_TRUSTED_PROXIES: {_proxy!r} is not an address or network")
 NODE_REQUESTS_PER_MINUTE = env.integer("NODE_REQUESTS_PER_MINUTE", 600, minimum=1)
 NODE_REFUSALS_PER_MINUTE = env.integer("NODE_REFUSALS_PER_MINUTE", 20, minimum=1)
+# MAAS diagnostics fetched on request (?diagnostics=refresh, the admin's node and workflow pages)
+# per token or user; a machine is fetched at most once per 10 s whoever asks
+# (maas_domain/diagnostics.py)
+DIAGNOSTICS_REFRESHES_PER_MINUTE = env.integer("DIAGNOSTICS_REFRESHES_PER_MINUTE", 20, minimum=1)
 NODE_REFUSAL_EVENTS = env.integer("NODE_REFUSAL_EVENTS", 10, minimum=1)
 ADMIN_LOGIN_FAILURES = env.integer("ADMIN_LOGIN_FAILURES", 5, minimum=1)
 ADMIN_LOGIN_FAILURES_PER_ADDRESS = env.integer("ADMIN_LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
@@ -360,6 +420,13 @@ CACHES: dict[str, dict[str, object]] = {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": _cache_url,
             "KEY_PREFIX": "maascp",
+            # Redis down or hung is a 503 within seconds (maas_domain/throttling.py), never a
+            # request held for ever; one retry on a fresh connection after a Redis restart
+            "OPTIONS": {
+                "socket_connect_timeout": 2,
+                "socket_timeout": 2,
+                "retry": Retry(NoBackoff(), 1),
+            },
         }
         if _cache_url
         else {
@@ -396,6 +463,7 @@ if not PRODUCTION:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # CONTENT_SECURITY_POLICY below
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "maas_domain.middleware.CorrelationIdMiddleware",
     "maas_domain.api.body.BodyGuardMiddleware",
@@ -432,6 +500,26 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+
+# Every answer carries a Content-Security-Policy (django-csp; docs/security.md, T20): scripts,
+# frames, forms and connections from this origin only, so a value an operator or MAAS wrote that
+# slipped past escaping still runs nothing. Inline style attributes stay allowed (Django's admin
+# and Redoc set them); no page of ours has an inline script (maas_domain/static/maascp/).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "worker-src": ["'self'", "blob:"],  # Redoc's worker
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -11,7 +11,6 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from maas_domain.diagnostics import machine_diagnostics
 from maas_domain.models import Allocation, AllocationState, Node, SiteProfile
 from maas_domain.models.sites import ProfileStatus
 from workflows.admin import WorkflowAdmin
@@ -58,7 +57,7 @@ class DecommissionStartForm(forms.Form):
 @admin.register(Decommission)
 class DecommissionAdmin(WorkflowAdmin):
     kind_name = "decommission"
-    diagnostics = staticmethod(lambda wf: machine_diagnostics(wf.site, wf.maas_system_id))
+    diagnostics = True
     extra_list_display = ("mode",)
     summary_fields = (
         "hostname",

@@ -26,12 +26,14 @@ from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
 from django.contrib import admin
+from django.db import models
 from django.db.models import Model
 from django.http import HttpRequest
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from maas_domain import context
+from maas_domain.jsontext import JSONFormField
 
 
 class Action(StrEnum):
@@ -125,6 +127,8 @@ class ActionAdmin(admin.ModelAdmin[_M]):
 
     add_action: ClassVar[Action] = Action.ADMIN
     change_action: ClassVar[Action] = Action.ADMIN
+    # JSON fields parsed as the API parses bodies (a page adding its own overrides merges these)
+    formfield_overrides = {models.JSONField: {"form_class": JSONFormField}}
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return allowed(request.user, Action.READ)

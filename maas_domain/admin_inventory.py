@@ -29,7 +29,7 @@ from maas_domain.admin_common import (
     ReadOnlyAdmin,
     readable,
 )
-from maas_domain.diagnostics import machine_diagnostics
+from maas_domain.diagnostics import admin_diagnostics
 from maas_domain.errors import DomainError, InvalidInput
 from maas_domain.humanize import NODE_STATE_COLOURS, event_category, humanize_age
 from maas_domain.models import (
@@ -285,7 +285,7 @@ class NodeAdmin(ReadOnlyAdmin):
         """What MAAS says about the node's machine now (status, events as MAAS stamped them,
         commissioning results, installation output), loaded by the node page after it shows."""
         node = self._node(request, pk)
-        data = machine_diagnostics(node.site, node.maas_system_id)
+        data = admin_diagnostics(request, node.site, node.maas_system_id, since=node.updated_at)
         return TemplateResponse(request, "admin/workflow/diagnostics.html", {"d": data})
 
 

@@ -5,7 +5,8 @@ After ``MAASCP_ADMIN_LOGIN_FAILURES`` failed logins for one user name from one a
 15 minutes, that address may not try that name again until the window ends (429 with
 ``Retry-After``, the right password included); after ``MAASCP_ADMIN_LOGIN_FAILURES_PER_ADDRESS``
 failures from one address, whatever the names, the address may not try any. A user name is never
-locked as such: failures from somewhere else do not keep its owner out.
+locked as such: failures from somewhere else do not keep its owner out. With the counters' cache
+down, a login attempt is a 503 (it could not be counted), never an uncounted try.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 
 from maas_domain import throttling
+from maas_domain.errors import CacheUnavailable
 from maas_domain.observability import metrics
 
 WINDOW = 15 * 60
@@ -37,8 +39,11 @@ def _limits(request: HttpRequest, username: str) -> list[tuple[str, int]]:
 def _count_failure(sender: Any, credentials: dict[str, Any], request: Any = None, **_: Any) -> None:
     if request is None:
         return
-    for ident, _limit in _limits(request, str(credentials.get("username", ""))):
-        throttling.count("admin_login", ident, period=WINDOW)
+    try:
+        for ident, _limit in _limits(request, str(credentials.get("username", ""))):
+            throttling.count("admin_login", ident, period=WINDOW)
+    except CacheUnavailable:
+        pass  # the cache went away after the login's own check: the attempt is refused anyway
 
 
 class ControlPlaneAdminSite(admin.AdminSite):
@@ -69,10 +74,19 @@ class ControlPlaneAdminSite(admin.AdminSite):
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         if request.method == "POST":
             username = str(request.POST.get("username", ""))
-            if any(
-                throttling.peek("admin_login", ident, period=WINDOW) >= limit
-                for ident, limit in _limits(request, username)
-            ):
+            try:
+                over = any(
+                    throttling.peek("admin_login", ident, period=WINDOW) >= limit
+                    for ident, limit in _limits(request, username)
+                )
+            except CacheUnavailable as exc:  # failures cannot be counted: no login attempt
+                return HttpResponse(
+                    exc.message + "\n",
+                    status=503,
+                    content_type="text/plain",
+                    headers={"Retry-After": str(exc.retry_after)},
+                )
+            if over:
                 metrics.throttled("admin_login")
                 return HttpResponse(
                     "Too many failed logins; try again later.\n",

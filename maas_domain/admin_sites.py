@@ -96,6 +96,7 @@ class SiteForm(PolicyFormMixin):
             "name",
             "description",
             "maas_url",
+            "maas_allow_http",
             "maas_user",
             "verify_tls",
             "pxe_subnet",
@@ -129,7 +130,10 @@ class SiteForm(PolicyFormMixin):
 @admin.register(MaasSite)
 class MaasSiteAdmin(ServiceBackedAdmin):
     form = SiteForm
-    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
+    formfield_overrides = {
+        **ServiceBackedAdmin.formfield_overrides,
+        models.URLField: {"assume_scheme": "http"},
+    }
     list_display = [
         "name",
         "status",
@@ -148,7 +152,16 @@ class MaasSiteAdmin(ServiceBackedAdmin):
         (None, {"fields": ["name", "description", "status", "expected_revision"]}),
         (
             "MAAS",
-            {"fields": ["maas_url", "share_maas_with", "maas_user", "verify_tls", "pxe_subnet"]},
+            {
+                "fields": [
+                    "maas_url",
+                    "share_maas_with",
+                    "maas_allow_http",
+                    "maas_user",
+                    "verify_tls",
+                    "pxe_subnet",
+                ]
+            },
         ),
         ("Region (where this site's MAAS work runs)", {"fields": ["region"]}),
         ("Policy (explicit keys; the rest inherit defaults)", {"fields": ["policy"]}),

@@ -47,8 +47,8 @@ class PreconditionFailed(Conflict):
 
 
 class ServiceUnavailable(DomainError):
-    """A dependency we need right now (the database, the secrets backend, MAAS, a region's
-    worker) is down; try again later: the answer's ``Retry-After`` says when."""
+    """A dependency we need right now (the database, the cache, the secrets backend, MAAS, a
+    region's worker) is down; try again later: the answer's ``Retry-After`` says when."""
 
     status = 503
     code = "unavailable"
@@ -63,6 +63,19 @@ def secrets_unavailable(exc: Exception, consequence: str) -> ServiceUnavailable:
         "Try again once /health/ready passes.",
         dependency="secrets",
     )
+
+
+class CacheUnavailable(ServiceUnavailable):
+    """The cache down or hung (Redis in production: the rate-limit counters every mutation, node
+    POST and admin login is counted against): the request did nothing."""
+
+    def __init__(self, exc: Exception) -> None:
+        super().__init__(
+            f"The cache (Redis: the rate-limit counters) is unavailable ({type(exc).__name__}); "
+            "the request was not completed. Try again shortly: /health/ready says when it is "
+            "back.",
+            dependency="cache",
+        )
 
 
 class CredentialsUnconfirmed(Conflict):

@@ -1,7 +1,8 @@
 """Liveness and readiness for orchestrators: cheap, unauthenticated, and named on failure.
 
-``/health/live``: the process answers. ``/health/ready``: the database, the broker and the
-secrets backend each answer within a short timeout; 503 names the ones that did not. Its
+``/health/live``: the process answers. ``/health/ready``: the database, the broker, the cache
+(the rate-limit counters: without it every mutation is a 503) and the secrets backend each
+answer within a short timeout; 503 names the ones that did not. Its
 ``regions`` detail names the regions with work waiting and no live worker of their queue
 (``maas_domain/regions.py``): a fact for operators, never a reason to take the API out of
 service (its requests do not need a region's worker).
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from celery import current_app
+from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
@@ -30,6 +32,10 @@ def _broker() -> None:
         conn.ensure_connection(max_retries=1, timeout=2)
 
 
+def _cache() -> None:
+    cache.get("health-probe")  # the shipped timeouts bound it (config/settings.py, CACHES)
+
+
 def _secrets() -> None:
     get_backend().check()
 
@@ -37,6 +43,7 @@ def _secrets() -> None:
 CHECKS: dict[str, Callable[[], None]] = {
     "database": _database,
     "broker": _broker,
+    "cache": _cache,
     "secrets": _secrets,
 }
 

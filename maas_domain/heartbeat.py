@@ -7,6 +7,12 @@ one key of its own that lists the queues it consumes and expires after three int
 list the live keys. A worker stopped cleanly removes its key at once; one killed outright
 disappears when its key expires.
 
+Each value is signed with the deployment's key and stamped with its time (Django's
+``signing``, salted for heartbeats): whoever can write the broker's Redis but does not hold
+``MAASCP_SECRET_KEY`` cannot make an unserved region look served (a value without a valid
+signature, for another name, or older than its TTL is not a heartbeat), and a malformed value
+is skipped on its own: it hides no other worker, and no unserved region (docs/security.md, T26).
+
 Where the keys live follows the broker (a worker always reaches its broker):
 
 * Redis broker: ``maascp:worker:<name>`` (a JSON value with a TTL) and the sorted set
@@ -26,17 +32,42 @@ import os
 import re
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 from celery import bootsteps
 from django.conf import settings
+from django.core import signing
 
 log = logging.getLogger("maas_domain.heartbeat")
 KEY_PREFIX = "maascp:worker:"
 INDEX = "maascp:workers"
 FORGET_AFTER = 86400.0  # names not seen for a day leave the index
 TTL_BEATS = 3  # a key outlives two missed beats
+
+
+SALT = "maascp.heartbeat"
+
+
+def signed(name: str, queues: list[str]) -> str:
+    """A heartbeat's value: the worker's name and queues, signed and stamped now."""
+    return signing.dumps({"name": name, "queues": queues, "pid": os.getpid()}, salt=SALT)
+
+
+def verified(name: str, value: Any) -> list[str] | None:
+    """The queues of a heartbeat ``value`` found under ``name``, or None when it is no valid
+    heartbeat of that worker: unsigned, signed with another key, for another name, older than
+    its TTL, or not the shape a worker writes."""
+    try:
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        data = signing.loads(text, salt=SALT, max_age=timedelta(seconds=ttl()))
+        queues = data["queues"]
+        if data["name"] != name or not all(isinstance(q, str) for q in queues):
+            return None
+        return list(queues)
+    except (signing.BadSignature, UnicodeDecodeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def interval() -> float:
@@ -65,7 +96,7 @@ class RedisStore:
 
     def beat(self, name: str, queues: list[str], ttl: float) -> None:
         now = time.time()
-        value = json.dumps({"queues": queues, "pid": os.getpid(), "at": now})
+        value = signed(name, queues)
         pipe = self.redis.pipeline()
         pipe.set(KEY_PREFIX + name, value, px=max(int(ttl * 1000), 1))
         pipe.zadd(INDEX, {name: now})
@@ -84,11 +115,7 @@ class RedisStore:
         if not names:
             return {}
         values = self.redis.mget([KEY_PREFIX + n for n in names])
-        return {
-            name: list(json.loads(value)["queues"])
-            for name, value in zip(names, values, strict=True)
-            if value is not None
-        }
+        return _valid(dict(zip(names, values, strict=True)))
 
 
 class FolderStore:
@@ -102,7 +129,9 @@ class FolderStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self._path(name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"name": name, "queues": queues, "expires": time.time() + ttl}))
+        tmp.write_text(
+            json.dumps({"name": name, "value": signed(name, queues), "expires": time.time() + ttl})
+        )
         os.replace(tmp, path)
 
     def forget(self, name: str) -> None:
@@ -110,17 +139,32 @@ class FolderStore:
 
     def live(self) -> dict[str, list[str]]:
         now = time.time()
-        found: dict[str, list[str]] = {}
+        found: dict[str, Any] = {}
         for path in self.folder.glob("*.json") if self.folder.is_dir() else ():
             try:
                 data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue  # being replaced, or removed meanwhile
-            if data["expires"] > now:
-                found[data["name"]] = list(data["queues"])
-            elif data["expires"] < now - FORGET_AFTER:
+                expires, name = float(data["expires"]), str(data["name"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # being replaced, removed meanwhile, or not a heartbeat file
+            if expires > now:
+                found[name] = data.get("value")
+            elif expires < now - FORGET_AFTER:
                 path.unlink(missing_ok=True)
-        return found
+        return _valid(found)
+
+
+def _valid(values: dict[str, Any]) -> dict[str, list[str]]:
+    """The live workers among stored values, each judged on its own (``verified``): one that
+    is not a heartbeat is left out and said so, and hides nothing else."""
+    found: dict[str, list[str]] = {}
+    for name, value in values.items():
+        if value is None:
+            continue  # expired
+        if (queues := verified(name, value)) is None:
+            log.warning("worker heartbeat %r is not valid (unsigned, stale or malformed)", name)
+            continue
+        found[name] = queues
+    return found
 
 
 _stores: dict[str, Store] = {}

@@ -56,6 +56,23 @@ CENTRAL_TASKS = frozenset(
 WAITING_STATES = (WorkflowState.PENDING, *ACTIVE_STATES)
 
 
+# -- secrets: each region's own paths (docs/security.md, "What each role holds") ------------------
+
+
+def secrets_prefix(region: str) -> str:
+    """Where the secrets of ``region``'s sites live (under the deployment's mount and prefix):
+    their credentials (``sites/<id>/...``) and their onboardings' node tokens
+    (``onboardings/<id>/attempt-<n>``). A region's workers log in with an identity whose policy
+    reads only this prefix (``manage.py secrets_policy --region``)."""
+    return f"regions/{region}"
+
+
+# Called when a site moves to another region, after its row has the new one and before the
+# change commits: each moves what its app keeps under the old region's prefix (the site's
+# credentials: maas_domain.services.credentials; its node tokens: onboarding).
+SITE_MOVED: list[Callable[[MaasSite, str], None]] = []
+
+
 def central_queue() -> str:
     return str(current_app.conf.task_default_queue)
 

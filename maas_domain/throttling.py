@@ -10,24 +10,37 @@ production, so every web process shares them).
   token is never held back by anybody else's failures;
 * admin login: after ``MAASCP_ADMIN_LOGIN_FAILURES`` failures per address or user name in 15
   minutes, the login answers 429 until the window ends (``maas_domain/admin_site.py``).
+
+The cache down or hung (its timeouts: ``config/settings.py``) is ``CacheUnavailable``, a 503
+naming the ``cache``: a limit that cannot be counted is not silently dropped for a request that
+changes something (its work would need the broker, the same Redis in production, anyway). Node
+reads (``GET``/``HEAD``: the health route, the agent script) are served uncounted meanwhile, as
+the admin reads, which no limit counts, are.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import time
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from redis.exceptions import RedisError
 from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from maas_domain import dryrun
+from maas_domain.errors import CacheUnavailable
 from maas_domain.observability import metrics
 
 _PREFIX = "maascp:throttle"
+log = logging.getLogger(__name__)
+# what the cache backends raise when their store is gone: Redis's errors (a refused or reset
+# connection, a timeout, a server still loading), the file cache's OSError
+_CACHE_ERRORS = (RedisError, OSError)
 
 
 def _key(limit: str, ident: str, period: int) -> tuple[str, int]:
@@ -36,19 +49,31 @@ def _key(limit: str, ident: str, period: int) -> tuple[str, int]:
 
 
 def count(limit: str, ident: str, *, period: int) -> int:
-    """This window's count for (limit, ident), after adding one."""
+    """This window's count for (limit, ident), after adding one (``CacheUnavailable``: the cache
+    is down or hung)."""
     key, left = _key(limit, ident, period)
-    cache.add(key, 0, timeout=period + 1)
     try:
-        return int(cache.incr(key))
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=left + 1)
-        return 1
+        cache.add(key, 0, timeout=period + 1)
+        try:
+            return int(cache.incr(key))
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, timeout=left + 1)
+            return 1
+    except _CACHE_ERRORS as exc:
+        raise _unavailable(exc) from exc
 
 
 def peek(limit: str, ident: str, *, period: int) -> int:
     key, _ = _key(limit, ident, period)
-    return int(cache.get(key) or 0)
+    try:
+        return int(cache.get(key) or 0)
+    except _CACHE_ERRORS as exc:
+        raise _unavailable(exc) from exc
+
+
+def _unavailable(exc: Exception) -> CacheUnavailable:
+    log.warning("rate-limit cache unavailable: %s", type(exc).__name__)
+    return CacheUnavailable(exc)
 
 
 def retry_after(period: int) -> int:
@@ -61,6 +86,12 @@ def over(limit: str, ident: str, *, allowed: int, period: int = 60) -> int | Non
         return None
     metrics.throttled(limit)
     return retry_after(period)
+
+
+def caller(request: Any) -> str:
+    """Who a per-caller limit counts: the bearer token, else the user (a session)."""
+    token = getattr(getattr(request, "auth", None), "pk", None)
+    return f"token-{token}" if token else f"user-{getattr(request.user, 'pk', None)}"
 
 
 def client_address(request: Any) -> str:
@@ -99,8 +130,7 @@ class MutationThrottle(BaseThrottle):
             # (per source address and per onboarding): one shared bucket would hold a whole
             # fleet enrolling at once to this limit
             return True
-        token = getattr(request.auth, "pk", None)
-        ident = f"token-{token}" if token else f"user-{getattr(request.user, 'pk', None)}"
+        ident = caller(request)
         # a dry run changes nothing: it has its own bucket of the same size and never uses up
         # the mutations an operator is about to make
         limit = "api_dry_runs" if dryrun.active() else "api_mutations"
@@ -119,9 +149,14 @@ class NodeAddressThrottle(BaseThrottle):
         self.wait_seconds: int | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        self.wait_seconds = over(
-            "node_address", client_address(request), allowed=settings.NODE_REQUESTS_PER_MINUTE
-        )
+        try:
+            self.wait_seconds = over(
+                "node_address", client_address(request), allowed=settings.NODE_REQUESTS_PER_MINUTE
+            )
+        except CacheUnavailable:
+            if request.method in ("GET", "HEAD"):
+                return True  # a read needs no Redis: served uncounted (the docstring above)
+            raise
         if self.wait_seconds is not None:
             metrics.node_refused(_endpoint(request), "throttled")
         return self.wait_seconds is None

@@ -1,4 +1,5 @@
-"""Input rules for identifiers that reach MAAS or the node: one definition each.
+"""Input rules for identifiers that reach MAAS or the node: one definition each; and the one
+rule for free text (``text_error``).
 
 Every pattern matches the *whole* string (``fullmatch``): ``$`` alone would accept a trailing
 newline (``"c07u40\n"``), a second visible name for the same host.
@@ -18,6 +19,22 @@ SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # body (maas_domain/api/body.py) or a query (an id filter) is a 400, never the database's
 # overflow (a 500 on SQLite).
 MAX_INT = 2**63 - 1
+# Characters no free text may hold (SKU names, hardware strings, descriptions, reasons, any
+# string of a request; docs/security.md, T18): C0 controls but tab, line feed and carriage
+# return; DEL and the C1 controls (U+0080-U+009F: terminal escapes, NEL); the bidirectional
+# formatting characters (ALM, LRM, RLM, the embeddings and overrides U+202A-U+202E, the isolates
+# U+2066-U+2069), which make text display in another order than it is stored ("Trojan Source").
+REFUSED_TEXT = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def text_error(value: object) -> str | None:
+    """Why ``value`` (a string) is no acceptable text, else None."""
+    if not isinstance(value, str) or not (found := REFUSED_TEXT.search(value)):
+        return None
+    kind = "a control" if found[0] <= "\x9f" else "a bidirectional formatting"
+    return f"Holds {kind} character (U+{ord(found[0]):04X}); not accepted in text."
 
 
 def hostname_error(value: object) -> str | None:

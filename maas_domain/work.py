@@ -9,6 +9,7 @@ open work, how a node shows its workflows and timeline, and how the gauges count
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Protocol
 
 from django.db import models
@@ -54,6 +55,7 @@ class WorkflowRow(Protocol):
     state: str
     stage: str
     attempt: int
+    updated_at: datetime  # its last change (diagnostics older than it are not reused)
 
 
 class Kind(Protocol):

@@ -25,6 +25,7 @@ from maas_client.status import NodeStatus
 
 log = logging.getLogger("maas.simulator.node")
 NODE_DIR = "/etc/gpuaas/node"  # one value per file, as onboarding/cloudconfig.py writes them
+CA_FILE = "/etc/gpuaas/ca.pem"  # what the scripts' curl trusts (--cacert), when the payload has it
 # The first-boot scripts call with `curl --retry 8 --retry-connrefused --retry-max-time 600`
 # (templates/firstboot/): curl retries a refused or timed-out connection and HTTP 408, 429, 500,
 # 502, 503 and 504, waiting 1 s and doubling, within 600 s. The node side does the same, so a
@@ -105,7 +106,10 @@ class NodeSide:
                 "bootstrap_token": str(config.get("bootstrap_token", ""))
             }
             try:
-                answer = requests.post(str(config["checkin_url"]), json=body, timeout=self.timeout)
+                answer = requests.post(
+                    str(config["checkin_url"]), json=body, timeout=self.timeout,
+                    verify=_trust(config),
+                )  # fmt: skip
                 data, unreachable = (answer.json() if answer.status_code == 200 else {}), 0
             except requests.ConnectionError:
                 data, unreachable = {}, unreachable + 1
@@ -132,7 +136,7 @@ class NodeSide:
             "status": outcome,
             "detail": "" if outcome == "ok" else f"{phase} exited 1 (simulated)",
         }
-        status = self._post(system_id, str(config["report_url"]), body)
+        status = self._post(system_id, str(config["report_url"]), body, config)
         with self._lock:
             self.reports.append(
                 {"system_id": system_id, "phase": phase, "outcome": outcome, "status": status}
@@ -152,13 +156,17 @@ class NodeSide:
                 return False
         return True
 
-    def _post(self, system_id: str, url: str, body: dict[str, Any]) -> int:
+    def _post(
+        self, system_id: str, url: str, body: dict[str, Any], config: dict[str, Any] | None = None
+    ) -> int:
         """POST ``body`` as the scripts' curl does (``RETRIES``): the last answer's status, 0
         if none came."""
         started, wait, status = time.monotonic(), 1.0, 0
         for attempt in range(RETRIES + 1):
             try:
-                status = requests.post(url, json=body, timeout=self.timeout).status_code
+                status = requests.post(
+                    url, json=body, timeout=self.timeout, verify=_trust(config or {})
+                ).status_code
             except requests.RequestException as exc:
                 status = 0
                 log.warning("node %s could not reach %s: %s", system_id, url, exc)
@@ -187,7 +195,7 @@ class NodeSide:
             "system_id": system_id,
         }
         for _ in range(behaviour.repeat):
-            status = self._post(system_id, str(config["enroll_url"]), body)
+            status = self._post(system_id, str(config["enroll_url"]), body, config)
             with self._lock:
                 self.calls.append(
                     {
@@ -214,8 +222,28 @@ def agent_config(user_data: bytes) -> dict[str, Any] | None:
         path = item.get("path") if isinstance(item, dict) else None
         if isinstance(path, str) and path.startswith(NODE_DIR + "/"):
             values[path.removeprefix(NODE_DIR + "/")] = str(item.get("content") or "").rstrip("\n")
+        elif path == CA_FILE:
+            values["ca_pem"] = str(item.get("content") or "")
     if "enroll_url" not in values:
         return None
     for number in ("onboarding_id", "attempt"):
         values[number] = int(values[number]) if values.get(number, "").isdigit() else None
     return values
+
+
+_trusted: dict[str, str] = {}
+
+
+def _trust(config: dict[str, Any]) -> str | bool:
+    """What a simulated node trusts for https: the CA its payload wrote (as the scripts' curl
+    does), else the system's."""
+    pem = str(config.get("ca_pem") or "")
+    if not pem.strip():
+        return True
+    if pem not in _trusted:
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False) as f:
+            f.write(pem)
+        _trusted[pem] = f.name
+    return _trusted[pem]

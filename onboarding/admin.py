@@ -16,7 +16,6 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from maas_domain.access import Action, ActionAdmin, allowed
-from maas_domain.diagnostics import machine_diagnostics
 from maas_domain.errors import DomainError
 from maas_domain.humanize import STATE_COLOURS, state_badge
 from maas_domain.models import MaasSite, SiteProfile, Sku
@@ -63,7 +62,7 @@ class OnboardingStartForm(forms.Form):
 @admin.register(Onboarding)
 class OnboardingAdmin(WorkflowAdmin):
     kind_name = "onboarding"
-    diagnostics = staticmethod(lambda wf: machine_diagnostics(wf.site, wf.maas_system_id))
+    diagnostics = True
     version_fields = ("site_bundle_version", "agent_bootstrap_version")
     summary_fields = (
         *WorkflowAdmin.summary_fields[:2],

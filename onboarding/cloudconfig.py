@@ -11,11 +11,16 @@ whatever it contains.
 ``render`` checks every value first (the same rules as the write paths: a row written before
 those rules existed is refused here), dumps with ``yaml.safe_dump``, parses the text back and
 refuses to return it unless it equals the intended document exactly.
+
+The node-agent bootstrap script the node then downloads from the control plane
+(``agent_bootstrap``, served at ``/api/v1/node/agent/<version>/bootstrap.sh``) runs as root: the
+payload pins its SHA-256, and ``node-agent.sh`` refuses to run bytes with another digest.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +29,7 @@ from urllib.parse import urlsplit
 
 import yaml
 from django.conf import settings
+from django.template.loader import render_to_string
 
 from maas_domain import urlsafety
 from maas_domain.urlsafety import UrlRules
@@ -58,6 +64,13 @@ _PEM = re.compile(r"[\x20-\x7e\n]*")
 def _script(name: str) -> str:
     """A fixed first-boot script, read once per process (they ship with the code)."""
     return (_TEMPLATES / name).read_text()
+
+
+@functools.cache
+def agent_bootstrap(version: str) -> bytes:
+    """The node-agent bootstrap script of ``version`` (a checked version string), as the node
+    route serves it and as the payload pins it (``agent_sha256``)."""
+    return render_to_string("firstboot/agent-bootstrap.sh", {"agent_version": version}).encode()
 
 
 class PayloadRefused(ValueError):
@@ -109,6 +122,10 @@ class FirstBoot:
     @property
     def agent_script_url(self) -> str:
         return f"{self.node_api_url}/api/v1/node/agent/{self.agent_version}/bootstrap.sh"
+
+    @property
+    def agent_sha256(self) -> str:
+        return hashlib.sha256(agent_bootstrap(self.agent_version)).hexdigest()
 
 
 def problems(fb: FirstBoot, *, node_rules: UrlRules, bundle_rules: UrlRules) -> list[str]:
@@ -197,6 +214,7 @@ def document(fb: FirstBoot) -> dict[str, Any]:
     files += [
         _file(f"{AGENT_DIR}/url", fb.agent_script_url + "\n"),
         _file(f"{AGENT_DIR}/version", fb.agent_version + "\n"),
+        _file(f"{AGENT_DIR}/sha256", fb.agent_sha256 + "\n"),
         _file(AGENT_SCRIPT, _script("node-agent.sh"), "0755"),
     ]
     runcmd.append(["/bin/sh", AGENT_SCRIPT])

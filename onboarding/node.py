@@ -164,9 +164,12 @@ def _held_bootstrap_matches(wf: Onboarding | None, token: str) -> bool:
     if wf is None or held is None or held == wf.token_attempt:
         return _bootstrap_matches(wf if held is not None else None, token)
     try:
-        stored = get_backend().read(payload.tokens_path(wf.pk, held))
+        stored = get_backend().read(payload.tokens_path(wf.site.region, wf.pk, held))
     except SecretNotFound:
-        return False
+        try:  # minted before regions had prefixes (this listener's identity reads both)
+            stored = get_backend().read(payload.legacy_tokens_path(wf.pk, held))
+        except SecretNotFound:
+            return False
     return hmac.compare_digest(
         payload.token_hash(token or ""), payload.token_hash(stored.get("bootstrap_token", ""))
     )

@@ -20,6 +20,7 @@ from maas_domain import urlsafety
 from maas_domain.models import RoceAssignment
 from maas_domain.nodetrust import node_trust
 from maas_domain.policy import Policy
+from maas_domain.regions import secrets_prefix
 from maas_domain.secrets import SecretNotFound, get_backend
 from maas_domain.urlsafety import UrlRules
 from onboarding import cloudconfig
@@ -30,7 +31,14 @@ def token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def tokens_path(onboarding_id: int, attempt: int) -> str:
+def tokens_path(region: str, onboarding_id: int, attempt: int) -> str:
+    """Under the site's region's prefix: that region's workers mint and read them, no other's
+    (``maas_domain.regions.secrets_prefix``)."""
+    return f"{secrets_prefix(region)}/onboardings/{onboarding_id}/attempt-{attempt}"
+
+
+def legacy_tokens_path(onboarding_id: int, attempt: int) -> str:
+    """Where tokens minted before regions had prefixes are (the central identity reads them)."""
     return f"onboardings/{onboarding_id}/attempt-{attempt}"
 
 
@@ -43,11 +51,16 @@ class Tokens:
         return "Tokens(bootstrap=…, enrollment=…)"
 
 
-def mint_tokens(onboarding_id: int, attempt: int) -> tuple[Tokens, dict[str, Any]]:
-    """New tokens for ``attempt``; returns them and the row fields that record their hashes."""
+def mint_tokens(
+    onboarding_id: int, attempt: int, *, region: str | None = None
+) -> tuple[Tokens, dict[str, Any]]:
+    """New tokens for ``attempt``; returns them and the row fields that record their hashes.
+    ``region``: the onboarding's site's (read from the row when not given)."""
+    if region is None:
+        region = Onboarding.objects.values_list("site__region", flat=True).get(pk=onboarding_id)
     tokens = Tokens(secrets.token_urlsafe(32), secrets.token_urlsafe(32))
     get_backend().write(
-        tokens_path(onboarding_id, attempt),
+        tokens_path(region, onboarding_id, attempt),
         {"bootstrap_token": tokens.bootstrap, "enrollment_token": tokens.enrollment},
     )
     return tokens, {
@@ -63,7 +76,7 @@ def read_tokens(wf: Onboarding) -> Tokens | None:
     if wf.token_attempt != wf.attempt:
         return None
     try:
-        data = get_backend().read(tokens_path(wf.pk, wf.attempt))
+        data = get_backend().read(tokens_path(wf.site.region, wf.pk, wf.attempt))
     except SecretNotFound:
         return None  # lost from the secrets backend: the caller mints both again
     tokens = Tokens(data["bootstrap_token"], data["enrollment_token"])
@@ -154,3 +167,22 @@ def render(
     if memo is not None:
         memo["payload.render"] = (key, text)
     return text
+
+
+def tokens_to_region(site: Any, old_region: str) -> None:
+    """A site moved region (``maas_domain.regions.SITE_MOVED``): the tokens its nodes hold move
+    with it, so that a running agent can still be handed a newer attempt's tokens (the check-in
+    compares what it holds with what is stored). One per node: its latest onboarding's."""
+    latest: dict[Any, tuple[int, int | None]] = {}
+    rows = Onboarding.objects.filter(site=site, node_token_attempt__isnull=False).order_by("id")
+    for pk, node, held in rows.values_list("pk", "node_id", "node_token_attempt"):
+        latest[node or f"row-{pk}"] = (pk, held)
+    backend = get_backend()
+    for pk, held in latest.values():
+        if held is None:
+            continue
+        try:
+            data = backend.read(tokens_path(old_region, pk, held))
+        except SecretNotFound:
+            continue  # lost, or never there: the node's next attempt mints anew
+        backend.write(tokens_path(site.region, pk, held), data)

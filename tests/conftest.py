@@ -16,6 +16,7 @@ from tests.support.flows import flow, flow_site, node_side, sweeper, worker  # n
 from tests.support.maas import maas, sim, sleeps  # noqa: F401 (fixtures)
 from tests.support.openbao import openbao, unsealed  # noqa: F401 (fixtures)
 from tests.support.recorder import recorder  # noqa: F401 (fixture)
+from tests.support.redisserver import private_redis  # noqa: F401 (fixture)
 from tests.support.stages import bench  # noqa: F401 (fixture)
 from tests.support.tokens import bearer_token
 from tests.support.workers import embedded_broker, workers  # noqa: F401 (fixtures)
@@ -109,6 +110,7 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
 # run after them: every flush restores what the migrations seeded.)
 HEAVY = (
     "tests/api/test_fuzz.py",
+    "tests/api/test_fuzz_checks.py::test_scripts_fuzz_prints_its_seed_on_a_passing_run_too",
     "tests/test_readme.py",
     "tests/test_embedded_smoke.py",
     "tests/onboarding/test_durability.py",
@@ -120,6 +122,8 @@ HEAVY = (
     "tests/onboarding/test_hardware_fleet.py",
     "tests/onboarding/test_sealed_vault.py",
     "tests/decommission/test_recovery.py::test_kill_9",
+    "tests/test_slow_clients.py",
+    "tests/test_compose.py",
 )
 
 

@@ -19,7 +19,7 @@ def test_liveness_and_readiness(client: Client) -> None:
     ready = client.get("/health/ready")
     assert ready.status_code == 200, ready.json()
     assert ready.json()["failed"] == []
-    assert set(ready.json()["checks"]) == {"database", "broker", "secrets"}
+    assert set(ready.json()["checks"]) == {"database", "broker", "cache", "secrets"}
 
 
 @pytest.mark.django_db

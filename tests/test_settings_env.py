@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_production_with_everything_set_starts(tmp_path: Path) -> None:
     result = run_check(
         {
             "MAASCP_ENV": "production",
-            "MAASCP_SECRET_KEY": "x" * 50,
+            "MAASCP_SECRET_KEY": secrets.token_urlsafe(50),
             "MAASCP_ALLOWED_HOSTS": "cp.example.test",
             "MAASCP_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/maascp",
             "MAASCP_BROKER_URL": "redis://127.0.0.1:6379/0",
@@ -151,7 +152,7 @@ def test_env_reader_records_every_name_it_reads() -> None:
     env = Env(environ={"MAASCP_PORT": "80"})
     env.integer("PORT", 1)
     env.flag("DEBUG", default=False)
-    assert env.known == {"MAASCP_PORT", "MAASCP_DEBUG"}
+    assert env.known == {"MAASCP_PORT", "MAASCP_DEBUG", "MAASCP_PORT_FILE", "MAASCP_DEBUG_FILE"}
 
 
 def test_loki_and_metrics_settings_are_checked(tmp_path: Path) -> None:
@@ -230,3 +231,111 @@ def test_processes_starting_at_once_agree_on_one_generated_key(tmp_path: Path) -
     assert path.read_text().strip() == got[0]
     assert path.stat().st_mode & 0o077 == 0
     assert [p.name for p in tmp_path.iterdir()] == ["secrets.key"]  # no candidate left behind
+
+
+def test_the_node_api_urls_host_is_an_allowed_host(tmp_path: Path) -> None:
+    """Nodes call MAASCP_NODE_API_URL: a deployment whose MAASCP_ALLOWED_HOSTS forgot its host
+    (compose did) answered every node call 400."""
+    from cryptography.fernet import Fernet
+
+    env = {
+        "MAASCP_ENV": "production",
+        "MAASCP_SECRET_KEY": Fernet.generate_key().decode() * 2,
+        "MAASCP_ALLOWED_HOSTS": "cp.example.test",
+        "MAASCP_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/maascp",
+        "MAASCP_BROKER_URL": "redis://127.0.0.1:6379/0",
+        "MAASCP_SECRETS_KEY": Fernet.generate_key().decode(),
+        "MAASCP_NODE_API_URL": "https://Nodes.Example.Test:8001",
+    }
+    [hosts] = settings_of(env, tmp_path, "ALLOWED_HOSTS")
+    assert hosts == "['cp.example.test', 'nodes.example.test']"
+    [hosts] = settings_of({**env, "MAASCP_NODE_API_URL": "http://[fd00::7]:8001"}, tmp_path,
+                          "ALLOWED_HOSTS")  # fmt: skip
+    assert hosts == "['cp.example.test', '[fd00::7]']"
+
+
+def test_production_refuses_a_plain_http_secrets_server_unless_told(tmp_path: Path) -> None:
+    env = {
+        "MAASCP_ENV": "production",
+        "MAASCP_SECRET_KEY": _fernet_key() * 2,
+        "MAASCP_ALLOWED_HOSTS": "cp.example.test",
+        "MAASCP_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/maascp",
+        "MAASCP_BROKER_URL": "redis://127.0.0.1:6379/0",
+        "MAASCP_NODE_API_URL": "https://cp.example.test:8001",
+        "MAASCP_VAULT_ADDR": "http://vault.example.test:8200",
+        "MAASCP_VAULT_ROLE_ID": "role",
+        "MAASCP_VAULT_SECRET_ID": "secret",
+    }
+    refused = run_check(env, tmp_path)
+    assert refused.returncode != 0 and "MAASCP_VAULT_ALLOW_HTTP" in refused.stderr
+    told = run_check({**env, "MAASCP_VAULT_ALLOW_HTTP": "true"}, tmp_path)
+    assert told.returncode == 0, told.stderr
+    tls = run_check({**env, "MAASCP_VAULT_ADDR": "https://vault.example.test:8200"}, tmp_path)
+    assert tls.returncode == 0, tls.stderr
+    embedded = run_check({"MAASCP_VAULT_ADDR": env["MAASCP_VAULT_ADDR"],
+                          "MAASCP_VAULT_TOKEN": "t"}, tmp_path)  # fmt: skip
+    assert embedded.returncode == 0, embedded.stderr
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
+
+
+PRODUCTION = {
+    "MAASCP_ENV": "production",
+    "MAASCP_ALLOWED_HOSTS": "cp.example.test",
+    "MAASCP_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/maascp",
+    "MAASCP_BROKER_URL": "redis://127.0.0.1:6379/0",
+    "MAASCP_NODE_API_URL": "https://cp.example.test:8001",
+}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "x" * 50,  # long, one character
+        "change-me-to-50-random-characters-before-real-use-000",  # compose's old default
+        secrets.token_urlsafe(20),  # random but short
+        "django-insecure-" + secrets.token_urlsafe(50),
+        "ExamplE-" + secrets.token_urlsafe(50),
+    ],
+    ids=["one-character", "compose-default", "short", "django-insecure", "placeholder-word"],
+)
+def test_production_refuses_a_guessable_secret_key(tmp_path: Path, key: str) -> None:
+    env = {**PRODUCTION, "MAASCP_SECRETS_KEY": _fernet_key(), "MAASCP_SECRET_KEY": key}
+    refused = run_check(env, tmp_path)
+    assert refused.returncode != 0 and "MAASCP_SECRET_KEY is guessable" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "url"),
+    [
+        ("MAASCP_DATABASE_URL", "postgresql://maascp:maascp@db.example.test:5432/maascp"),
+        ("MAASCP_DATABASE_URL", "postgresql://maascp:Change-Me@db.example.test/maascp"),
+        ("MAASCP_BROKER_URL", "redis://:redis@redis.example.test:6379/0"),
+    ],
+)
+def test_production_refuses_a_shipped_password(tmp_path: Path, name: str, url: str) -> None:
+    env = {**PRODUCTION, "MAASCP_SECRETS_KEY": _fernet_key(),
+           "MAASCP_SECRET_KEY": secrets.token_urlsafe(50), name: url}  # fmt: skip
+    refused = run_check(env, tmp_path)
+    assert refused.returncode != 0 and f"{name} holds a well-known password" in refused.stderr
+
+
+def test_a_secret_may_come_from_a_file_never_both(tmp_path: Path) -> None:
+    """compose's secrets are files under /run/secrets/: MAASCP_<NAME>_FILE reads one."""
+    key = tmp_path / "secret_key"
+    key.write_text(secrets.token_urlsafe(50) + "\n")
+    url = tmp_path / "database_url"
+    url.write_text("postgresql://maascp:" + secrets.token_hex(16) + "@127.0.0.1:5432/maascp\n")
+    env = {k: v for k, v in PRODUCTION.items() if k != "MAASCP_DATABASE_URL"}
+    env.update(MAASCP_SECRETS_KEY=_fernet_key(), MAASCP_SECRET_KEY_FILE=str(key),
+               MAASCP_DATABASE_URL_FILE=str(url))  # fmt: skip
+    assert settings_of(env, tmp_path, "SECRET_KEY") == [repr(key.read_text().strip())]
+    assert run_check(env, tmp_path).returncode == 0
+    both = run_check({**env, "MAASCP_SECRET_KEY": secrets.token_urlsafe(50)}, tmp_path)
+    assert "MAASCP_SECRET_KEY and MAASCP_SECRET_KEY_FILE are both set" in both.stderr
+    gone = run_check({**env, "MAASCP_SECRET_KEY_FILE": str(tmp_path / "nope")}, tmp_path)
+    assert "MAASCP_SECRET_KEY_FILE=" in gone.stderr and "cannot be read" in gone.stderr

@@ -7,7 +7,7 @@ actions, and the confirmation page (the verb's dry-run plan plus a required reas
 destructive verbs. Verbs go through ``verbs.apply``, the same call the API makes: this module
 decides only what to *offer* (``verbs.allowed_verbs``) and how to show the outcome.
 
-A new kind needs a subclass with ``kind_name`` (and optionally ``diagnostics``,
+A new kind needs a subclass with ``kind_name`` (and optionally ``diagnostics = True``,
 ``version_fields``, ``summary_fields``, ``extra_list_display``, a start form), registered with
 ``admin.site.register``. See docs/admin.md.
 """
@@ -32,6 +32,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from maas_domain.access import Action, ActionAdmin, allowed
+from maas_domain.diagnostics import admin_diagnostics
 from maas_domain.errors import Conflict, DomainError
 from maas_domain.humanize import event_category, humanize_age, state_badge
 from maas_domain.work import OPEN_STATES, WorkflowState
@@ -141,8 +142,9 @@ class WorkflowAdmin(ActionAdmin[Any]):
     """Generic pages for one workflow kind (set ``kind_name``)."""
 
     kind_name: ClassVar[str] = ""
-    # Live MAAS diagnostics for a workflow row (loaded asynchronously on the page).
-    diagnostics: Any = None  # staticmethod: (workflow) -> dict
+    # Live MAAS diagnostics of the workflow's machine (loaded asynchronously on the page;
+    # maas_domain/diagnostics.py admin_diagnostics)
+    diagnostics = False
     version_fields: ClassVar[tuple[str, ...]] = ()
     # the common fields but those the page's header shows (state, stage, attempt)
     summary_fields: ClassVar[tuple[str, ...]] = (
@@ -483,9 +485,9 @@ class WorkflowAdmin(ActionAdmin[Any]):
 
     def diagnostics_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         wf = self._load(request, pk)
-        if self.diagnostics is None:
+        if not self.diagnostics:
             raise Http404("No diagnostics for this kind.")
-        data = self.diagnostics(wf)
+        data = admin_diagnostics(request, wf.site, wf.maas_system_id, since=wf.updated_at)
         return TemplateResponse(request, "admin/workflow/diagnostics.html", {"d": data, "wf": wf})
 
     def verb_view(self, request: HttpRequest, pk: int, verb: str) -> HttpResponse:

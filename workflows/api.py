@@ -16,7 +16,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from maas_domain import dryrun
+from maas_domain import dryrun, throttling
 from maas_domain.access import Action
 from maas_domain.api.filters import IdFilter, UtcIsoDateTimeFilter
 from maas_domain.api.idempotency import idempotent
@@ -284,7 +284,7 @@ def detail(
     data["timeline_count"] = wf.events.count()
     if mode != "false":
         data["diagnostics"] = cached_diagnostics(
-            str(wf._meta.model_name), wf, refresh=mode in ("refresh", "true")
+            wf, refresh=mode in ("refresh", "true"), caller=throttling.caller(request)
         )
     return Response(data)
 

@@ -1,10 +1,10 @@
 # OpenBao server for docker-compose.yml: integrated (raft) storage in a volume, sealed at every
-# start. Init and unseal: docs/operations.md ("Secrets server"). Plain HTTP on the compose
-# network only; put TLS in front (or set tls_cert_file and tls_key_file below) before anything
-# outside the host can reach it.
+# start, TLS with the certificate deploy/make-secrets made (its CA: /run/secrets/ca_pem, which
+# the control plane trusts through MAASCP_VAULT_CACERT). Init and unseal: docs/operations.md
+# ("Secrets server").
 ui           = false
-api_addr     = "http://vault:8200"
-cluster_addr = "http://vault:8201"
+api_addr     = "https://vault:8200"
+cluster_addr = "https://vault:8201"
 
 storage "raft" {
   path    = "/openbao/file"
@@ -16,5 +16,7 @@ storage "raft" {
 listener "tcp" {
   address         = "0.0.0.0:8200"
   cluster_address = "0.0.0.0:8201"
-  tls_disable     = true
+  tls_cert_file   = "/run/secrets/vault_crt"
+  tls_key_file    = "/run/secrets/vault_key"
+  tls_min_version = "tls12"
 }

@@ -3,10 +3,16 @@
 ``{"error": "<code>", "detail": "<human sentence>", ...}`` where validation errors add
 ``fields`` (``{"field.path": ["reason", ...]}``) or ``rows`` (``[{index, field, reason}]``) and
 conflicts add what the client needs to decide (e.g. ``open_workflows``, ``current_revision``).
+
+What an error lists is bounded (``_bounded``; docs/api.md, "Errors"): at most ``LISTED_FIELDS``
+fields and ``LISTED_ROWS`` rows, the rest counted in ``fields_omitted`` / ``rows_omitted``, names
+and reasons cut to ``NAME_CHARS`` / ``REASON_CHARS``: a body of 150,000 unknown keys got a 12.9 MB
+answer naming each.
 """
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 from django.db import InterfaceError, OperationalError
@@ -45,6 +51,46 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return {prefix or "non_field_errors": [str(detail)]}
 
 
+LISTED_FIELDS = 50
+LISTED_ROWS = 1000
+REASONS_PER_FIELD = 5
+NAME_CHARS = 200
+REASON_CHARS = 500
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[: limit - 1] + "…"
+    return value
+
+
+def _bounded(body: dict[str, Any]) -> dict[str, Any]:
+    fields = body.get("fields")
+    if isinstance(fields, dict):
+        body["fields"] = {
+            _cut(str(name), NAME_CHARS): [
+                _cut(str(reason), REASON_CHARS)
+                for reason in (reasons if isinstance(reasons, list) else [reasons])[
+                    :REASONS_PER_FIELD
+                ]
+            ]
+            for name, reasons in islice(fields.items(), LISTED_FIELDS)
+        }
+        if len(fields) > LISTED_FIELDS:
+            body["fields_omitted"] = len(fields) - LISTED_FIELDS
+    rows = body.get("rows")
+    if isinstance(rows, list):
+        body["rows"] = [
+            {k: _cut(v, NAME_CHARS if k == "field" else REASON_CHARS) for k, v in row.items()}
+            if isinstance(row, dict)
+            else row
+            for row in rows[:LISTED_ROWS]
+        ]
+        if len(rows) > LISTED_ROWS:
+            body["rows_omitted"] = len(rows) - LISTED_ROWS
+    return body
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, CredentialNotConfirmed):  # an operator's decision, not an outage
         exc = CredentialsUnconfirmed(str(exc), site_needs="confirm_maas_url")
@@ -61,7 +107,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             dependency="database",
         )
     if isinstance(exc, DomainError):
-        body = {"error": exc.code, "detail": exc.message, **exc.extra}
+        body = _bounded({"error": exc.code, "detail": exc.message, **exc.extra})
         # every 503 says when to try again, as the schema declares (maas_domain/api/schema.py)
         headers = {"Retry-After": str(ServiceUnavailable.retry_after)} if exc.status == 503 else {}
         return Response(body, status=exc.status, headers=headers)
@@ -69,11 +115,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound()
     if isinstance(exc, exceptions.ValidationError):
         return Response(
-            {
-                "error": "validation_error",
-                "detail": "Invalid input.",
-                "fields": _flatten(exc.detail),
-            },
+            _bounded(
+                {
+                    "error": "validation_error",
+                    "detail": "Invalid input.",
+                    "fields": _flatten(exc.detail),
+                }
+            ),
             status=status.HTTP_400_BAD_REQUEST,
         )
     response = drf_handler(exc, context)

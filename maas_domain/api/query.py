@@ -23,7 +23,7 @@ from maas_domain.api import dryrun
 # checks, the node agent's script): what each accepts, by URL name.
 UNDOCUMENTED = {
     "api-schema": frozenset({"format", "lang"}),
-    "api-docs": frozenset(),
+    "api-docs": frozenset({"script"}),  # Swagger UI's start script (the split view)
     "api-redoc": frozenset(),
     "health-live": frozenset(),
     "health-ready": frozenset(),

@@ -37,14 +37,15 @@ DESCRIPTIONS = {
     "stale If-Match; `current_revision`), `conflict` (the state does not allow it, e.g. "
     "`current_state` and `allowed_verbs`, or another open workflow holds the host: "
     "`open_workflows`).",
-    "413": "The body is larger than the limit (docs/security.md).",
+    "413": 'The body is larger than this route takes (`limit`, docs/api.md "Limits").',
     "414": 'The path and query string are longer than 4096 bytes (docs/api.md, "Limits").',
     "415": "The body is not JSON.",
     "422": "The Idempotency-Key was used with another body.",
     "429": 'Too many requests for this token, user or address (docs/api.md, "Limits"): wait '
     "Retry-After seconds and send it again.",
-    "503": "A dependency is unavailable (`dependency`: the database, the secrets backend, MAAS, "
-    "a region's worker); the request did not complete. Try again after Retry-After seconds.",
+    "503": "A dependency is unavailable (`dependency`: the database, the cache, the secrets "
+    "backend, MAAS, a region's worker); the request did not complete. Try again after "
+    "Retry-After seconds.",
 }
 
 
@@ -63,9 +64,18 @@ class ErrorSerializer(serializers.Serializer[Any]):
     fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
-        help_text="Field path → reasons.",
+        help_text='Field path → reasons (at most 50; docs/api.md, "Limits").',
     )
-    rows = RowErrorSerializer(many=True, required=False)
+    fields_omitted = serializers.IntegerField(
+        required=False, help_text="How many more fields had errors than are listed."
+    )
+    rows = RowErrorSerializer(many=True, required=False, help_text="At most 1000.")
+    rows_omitted = serializers.IntegerField(
+        required=False, help_text="How many more row errors there were than are listed."
+    )
+    limit = serializers.IntegerField(
+        required=False, help_text="413: the most bytes a body to this route may have."
+    )
 
 
 def error_component_hook(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -212,6 +212,12 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
         "`maas_in_use`, naming it) unless this lists every such site by name, confirming the "
         'share (docs/api.md, "One MAAS, one site").',
     )
+    maas_allow_http = serializers.BooleanField(
+        required=False,
+        help_text="This site's MAAS may be reached over plain http (its API key's signature and "
+        "the IPMI passwords then cross the network in the clear); production refuses an http "
+        "maas_url without it.",
+    )
     ca_certificates = serializers.SerializerMethodField()
     node_trust = serializers.SerializerMethodField()
     effective_policy = serializers.SerializerMethodField()
@@ -225,6 +231,7 @@ class SiteSerializer(StrictMixin, serializers.ModelSerializer[MaasSite]):
             "name",
             "description",
             "maas_url",
+            "maas_allow_http",
             "maas_user",
             "verify_tls",
             "pxe_subnet",

@@ -81,6 +81,12 @@ class MaasSite(Revisioned):
         help_text="Nodes may fetch the bundle and the node-agent script over plain http (a lab); "
         "otherwise https only.",
     )
+    maas_allow_http = models.BooleanField(
+        default=False,
+        help_text="This site's MAAS may be reached over plain http: its API key's signature and "
+        "the IPMI passwords then cross the network in the clear. Production refuses an http MAAS "
+        "URL without it; the embedded stack allows it.",
+    )
     health = models.CharField(max_length=16, choices=SiteHealth.choices, default=SiteHealth.UNKNOWN)
     last_probe_at = models.DateTimeField(null=True, blank=True)
     probe_result = models.JSONField(default=dict, blank=True)

@@ -1,6 +1,9 @@
-"""``GET /api/v1/admin/metrics``: the Prometheus scrape endpoint, admin-only like the rest of
-the admin API (staff session, or an admin bearer token: Prometheus sends it with
-``authorization: {type: Bearer, credentials_file: ...}``)."""
+"""``GET /api/v1/admin/metrics``: the Prometheus scrape endpoint. It needs the ``read`` action
+class, as every read of the admin API does (a session or a bearer token of a user who holds it:
+Prometheus sends a read-scoped token with ``authorization: {type: Bearer, credentials_file:
+...}``; docs/observability.md, "Scraping the admin endpoint"). A scraper needs no more: it
+changes nothing, and what it sees (counts by kind and state, lags, durations) the read role sees
+through the API anyway."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import renderers, viewsets
 from rest_framework.request import Request
 
+from maas_domain.access import Action
 from maas_domain.observability import exposition
 
 
@@ -30,6 +34,7 @@ class PrometheusTextRenderer(renderers.BaseRenderer):
 
 class MetricsViewSet(viewsets.ViewSet):
     renderer_classes = [renderers.JSONRenderer, PrometheusTextRenderer]
+    action_classes = {"list": Action.READ}  # the module's docstring says why
 
     @extend_schema(
         operation_id="metrics",

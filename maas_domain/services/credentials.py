@@ -32,6 +32,7 @@ from maas_domain import audit, dryrun
 from maas_domain.errors import InvalidInput, secrets_unavailable
 from maas_domain.models import CredentialKind, MaasSite, PowerCredentialOverride, SiteCredential
 from maas_domain.models.sites import SecretRef, SiteHealth
+from maas_domain.regions import secrets_prefix
 from maas_domain.secrets import SecretsError, get_backend
 from maas_domain.validators import hostname_error
 
@@ -96,7 +97,37 @@ def _validate(payload: Any) -> None:
 
 
 def _path(site: MaasSite, leaf: str) -> str:
-    return f"sites/{site.pk}/{leaf}"
+    return f"{secrets_prefix(site.region)}/sites/{site.pk}/{leaf}"
+
+
+def site_secrets_to_region(site: MaasSite) -> int:
+    """Move the site's credentials under its region's prefix (``regions.secrets_prefix``) when
+    they are elsewhere (a site that changed region, or a reference written before regions had
+    prefixes): each version a reference names (the confirmed and the pending one) is copied to
+    the new path, the reference rows then name the copies. Returns how many references moved.
+    The old paths stay readable to the central identity; nothing reads them any more."""
+    prefix = secrets_prefix(site.region) + "/"
+    moved = 0
+    refs: list[SiteCredential | PowerCredentialOverride] = [
+        *SiteCredential.objects.filter(site=site),
+        *PowerCredentialOverride.objects.filter(site=site),
+    ]
+    backend = get_backend()
+    for ref in refs:
+        if ref.path.startswith(prefix):
+            continue
+        leaf = ref.path.split(f"sites/{site.pk}/", 1)[-1]
+        path = f"{prefix}sites/{site.pk}/{leaf}"
+        versions = {}
+        try:
+            for field in ("version", "pending_version"):
+                if (old := getattr(ref, field)) is not None:
+                    versions[field] = backend.write(path, backend.read(ref.path, old))
+        except SecretsError as exc:
+            raise secrets_unavailable(exc, "the site's credentials were not moved") from exc
+        type(ref).objects.filter(pk=ref.pk).update(path=path, **versions)
+        moved += 1
+    return moved
 
 
 def _write(path: str, data: dict[str, str]) -> int:

@@ -5,18 +5,19 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from maas_domain import audit, locks, urlsafety
+from maas_domain import audit, dryrun, locks, urlsafety
 from maas_domain.errors import Conflict, DomainError, InvalidInput, MaasInUse
 from maas_domain.models import MaasSite, SiteProfile
 from maas_domain.models.sites import ProfileStatus, SiteStatus
 from maas_domain.nodetrust import trust_problems
 from maas_domain.pki import ca_bundle_error
 from maas_domain.policy import merge_policy, validate_policy
-from maas_domain.regions import in_flight_on_site
+from maas_domain.regions import SITE_MOVED, in_flight_on_site
 from maas_domain.services.common import audited_update
-from maas_domain.services.credentials import credentials_unbind_on_change
+from maas_domain.services.credentials import credentials_unbind_on_change, site_secrets_to_region
 from maas_domain.validators import hostname_error, region_error
 from maas_domain.work import open_workflows
 
@@ -82,6 +83,15 @@ def _site_url_errors(site: MaasSite) -> dict[str, list[str]]:
     )
     if site.maas_url and (reason := urlsafety.check(site.maas_url, maas_rules)):
         errors["maas_url"] = [reason]
+    elif (
+        settings.PRODUCTION
+        and urlsplit(site.maas_url).scheme == "http"
+        and not site.maas_allow_http
+    ):
+        errors["maas_url"] = [
+            "Plain http sends the API key's signature and the IPMI passwords in the clear: use "
+            "https, or set maas_allow_http for this site."
+        ]
     node_url = site.node_api_url
     if node_url:
         reason = urlsafety.check(node_url, urlsafety.site_rules(site))
@@ -270,11 +280,18 @@ def _update_policy_holder(
     def apply(row: Any) -> None:
         if disabling and row.status != "disabled":
             _refuse_if_open(f"{kind.capitalize()} {row.name!r}", **{kind: row})
+        moving_from = None
         if kind == "site" and "region" in changes and changes["region"] != row.region:
             _refuse_region_change(row, changes["region"])
+            moving_from = row.region
         before = {key: getattr(row, key) for key in changes}
         for key, value in changes.items():
             setattr(row, key, value)
+        if moving_from is not None and not dryrun.active():
+            # its secrets follow it: the new region's workers read only their region's prefix
+            site_secrets_to_region(row)
+            for moved in SITE_MOVED:
+                moved(row, moving_from)
         if patch is not None:
             setattr(row, policy_attr, merge_policy(getattr(row, policy_attr), patch))
         _refuse(url_errors(row))

@@ -76,6 +76,8 @@ def api_token_create(
     _check_holder(user, scope)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
+        if parent is not None:
+            _lock_live_parent(parent, now)
         token = ApiToken.objects.create(
             user=user,
             name=name.strip(),
@@ -151,6 +153,22 @@ def _check_holder(user: Any, scope: str) -> None:
         raise InvalidInput("Invalid token request.", fields=errors)
 
 
+def _lock_live_parent(parent: ApiToken, now: Any) -> None:
+    """Lock the parent's row for the minting transaction and re-read it: a revocation holds the
+    same lock while it collects the children (``_descendants``), so a child is either refused
+    here (its parent revoked meanwhile) or committed before the revocation looks for it."""
+    row = (
+        ApiToken.objects.select_for_update()
+        .filter(pk=parent.pk)
+        .values("revoked_at", "expires_at")
+        .first()
+    )
+    if row is None or row["revoked_at"] is not None:
+        raise Forbidden("The token making this one was revoked.")
+    if row["expires_at"] is not None and row["expires_at"] <= now:
+        raise Forbidden("The token making this one has expired.")
+
+
 def api_token_revoke(*, actor: audit.Actor, token_id: int, reason: str = "") -> ApiToken:
     """Revoke a token now (it answers 401 from the next request on)."""
     with transaction.atomic():
@@ -186,11 +204,18 @@ def api_token_revoke(*, actor: audit.Actor, token_id: int, reason: str = "") -> 
 
 
 def _descendants(token: ApiToken) -> list[int]:
-    """Every token made through ``token``, at any depth."""
+    """Every token made through ``token``, at any depth. Each layer is locked before its
+    children are read: a token being minted through one of them (``_lock_live_parent`` holds
+    that row) is committed first and found, or waits and sees its parent revoked."""
     found: list[int] = []
     layer = [token.pk]
     while layer:
-        layer = list(ApiToken.objects.filter(parent_id__in=layer).values_list("id", flat=True))
+        layer = list(
+            ApiToken.objects.select_for_update()
+            .filter(parent_id__in=layer)
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
         found += layer
     return found
 

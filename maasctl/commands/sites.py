@@ -30,7 +30,8 @@ app = typer.Typer(help="MAAS sites: connectivity, node trust, guard, policy, cre
 COLUMNS = ("id", "name", "status", "region", "health", "last_probe_at", "maas_url")
 DETAIL = (
     *("id", "name", "description", "status", "region", "health", "last_probe_at", "maas_url"),
-    *("maas_user", "verify_tls", "pxe_subnet", "node_api_url", "payload_allowed_hosts"),
+    *("maas_allow_http", "maas_user", "verify_tls", "pxe_subnet", "node_api_url"),
+    "payload_allowed_hosts",
     *("allow_http", "guarded", "approved_hosts"),
     *("ca_certificates", "node_trust", "policy", "credentials", "revision"),
 )
@@ -53,6 +54,14 @@ class SiteFields:
     )
     pxe_subnet: Annotated[str | None, typer.Option(help="IPv4 CIDR of the PXE network.")] = None
     verify_tls: Annotated[bool | None, typer.Option("--verify-tls/--no-verify-tls")] = None
+    maas_allow_http: Annotated[
+        bool | None,
+        typer.Option(
+            "--maas-allow-http/--maas-https-only",
+            help="The site's MAAS may be reached over plain http (production refuses an http "
+            "MAAS URL without it: the key's signature and IPMI passwords cross in the clear).",
+        ),
+    ] = None
     ca_bundle: Annotated[
         Path | None,
         typer.Option(
@@ -98,6 +107,7 @@ class SiteFields:
             maas_user=self.maas_user,
             pxe_subnet=self.pxe_subnet,
             verify_tls=self.verify_tls,
+            maas_allow_http=self.maas_allow_http,
             node_api_url=self.node_api_url,
             guarded=self.guarded,
             approved_hosts=self.approve or None,

@@ -9,7 +9,6 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpResponse
-from django.template.loader import render_to_string
 from drf_spectacular.utils import (
     extend_schema,
 )
@@ -28,6 +27,7 @@ from maas_domain import throttling
 from maas_domain.api.serializers import StrictMixin
 from maas_domain.errors import Forbidden
 from onboarding import node as node_services
+from onboarding.cloudconfig import agent_bootstrap
 
 
 class EnrollSerializer(StrictMixin, serializers.Serializer[Any]):
@@ -203,5 +203,5 @@ def node_health(request: Request) -> Response:
 def agent_script(request: Request, version: str) -> HttpResponse:
     if version != settings.NODE_AGENT_VERSION:
         return HttpResponse("unknown agent version\n", status=404, content_type="text/plain")
-    body = render_to_string("firstboot/agent-bootstrap.sh", {"agent_version": version})
-    return HttpResponse(body, content_type="text/x-shellscript")
+    # the bytes the payload pinned (cloudconfig.agent_bootstrap): node-agent.sh checks them
+    return HttpResponse(agent_bootstrap(version), content_type="text/x-shellscript")

@@ -181,7 +181,7 @@ def deploy(ctx: Ctx) -> Result:
         fields: dict[str, Any] = {}
         if tokens is None:  # a retry or adopt moved the attempt on, or storage disagrees
             tokens_gone(ctx)
-            tokens, fields = payload.mint_tokens(wf.pk, wf.attempt)
+            tokens, fields = payload.mint_tokens(wf.pk, wf.attempt, region=wf.site.region)
             ctx.event("payload.rendered", f"payload re-rendered for attempt {wf.attempt}")
         try:
             user_data = payload.render(wf, policy, tokens, memo=ctx.memo)

@@ -35,7 +35,7 @@ def payload_stage(ctx: Ctx) -> Result:
     tokens = payload.read_tokens(wf) if wf.token_attempt == wf.attempt else None
     if tokens is None:
         tokens_gone(ctx)
-        tokens, updates = payload.mint_tokens(wf.pk, wf.attempt)
+        tokens, updates = payload.mint_tokens(wf.pk, wf.attempt, region=wf.site.region)
         for key, value in updates.items():
             setattr(wf, key, value)
     try:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from maas_domain import urlsafety
 from maas_domain.models import RoceAssignment
-from maas_domain.nodetrust import trust_problems
+from maas_domain.nodetrust import node_trust, trust_problems
 from maas_domain.services.guardrails import target_problems
 from onboarding import payload
-from onboarding.fetchcheck import fetch_problem
+from onboarding.fetchcheck import TRANSIENT, fetch_problem
 from onboarding.stages.common import Ctx
 from workflows.kinds import stage
-from workflows.results import Done, Fail, Result
+from workflows.results import Done, Fail, Result, Retry
 
 # -- 1. preflight ---------------------------------------------------------------------------------
 
@@ -38,13 +38,26 @@ def preflight(ctx: Ctx) -> Result:
     ):
         problems.append(f"profile enables phase-2 RoCE but {wf.hostname} has no RoCE assignment")
     problems += [f"first-boot payload refused: {p}" for p in payload.problems(wf, policy)]
+    transient = []
+    node_ca = node_trust(site).ca_bundle_pem
     for label, url in fetch_targets(ctx):
-        reason = fetch_problem(url)
+        # the control plane's own node routes as a node reaches them (trusting its CA bundle
+        # only); the site's bundle as its curl fetches it (the system's CAs)
+        reason = fetch_problem(url, ca_pem="" if label == BUNDLE else node_ca)
         if reason:
             problems.append(f"{label} {urlsafety.display(url)} is not fetchable: {reason}")
+            transient.append(reason in TRANSIENT)
+    if problems and len(transient) == len(problems) and all(transient):
+        # only URLs that did not answer in time (a loaded or restarting control plane, a
+        # bundle host's hiccup): checked again with backoff, failed once the tries run out
+        after = min(60.0, 5.0 * 2**wf.stage_tries)
+        return Retry("fetch_unavailable", "; ".join(problems), after=after)
     if problems:
         return Fail("preflight", "; ".join(problems), {"problems": problems})
     return Done("preflight checks passed")
+
+
+BUNDLE = "site bootstrap bundle"
 
 
 def fetch_targets(ctx: Ctx) -> list[tuple[str, str]]:
@@ -54,5 +67,5 @@ def fetch_targets(ctx: Ctx) -> list[tuple[str, str]]:
     ]
     ref = ctx.policy.bootstrap_bundle_ref
     if ref.startswith(("http://", "https://")):
-        targets.append(("site bootstrap bundle", ref))
+        targets.append((BUNDLE, ref))
     return targets

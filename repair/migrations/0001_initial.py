@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('maas_domain', '0016_node_cordons_and_repair'),
+        ('maas_domain', '0017_node_cordons_and_repair'),
     ]
 
     operations = [

@@ -277,3 +277,48 @@ def test_a_region_that_is_not_a_slug_is_a_form_error(ops: Any) -> None:
     assert response.status_code == 200
     assert "Not a valid region name" in response.content.decode()
     assert not MaasSite.objects.exists()
+
+
+SURROGATE_JSON = ['{"\\ud800": 1}', '{"stage_timeouts": {"\\udfff": 5}}', '["a\\udc80"]']
+
+
+@pytest.mark.parametrize("text", SURROGATE_JSON)
+def test_a_lone_surrogate_in_a_json_field_is_a_form_error(ops: Any, text: str) -> None:
+    """Django's JSON form field accepted ``"\\ud800"`` and the page then failed (500) rendering
+    it back or storing it: the admin's JSON fields use the API's parser and its limits."""
+    for field in ("policy", "approved_hosts", "payload_allowed_hosts"):
+        response = ops.post(f"{SITES}add/", {**SITE_FORM, field: text})
+        assert response.status_code == 200, (field, response.status_code)
+        assert "lone surrogate" in response.content.decode(), field
+    sku = {"code": "h100x8", "name": "8x H100", "gpu_model": "H100", "gpu_count": 8}
+    response = ops.post("/admin/maas_domain/sku/add/", {**sku, "active": "on", "hardware": text})
+    assert response.status_code == 200 and "lone surrogate" in response.content.decode()
+    site = make_site()
+    profile = {"site": site.pk, "name": "p", "distro_series": "jammy", "policy_overrides": text}
+    response = ops.post("/admin/maas_domain/siteprofile/add/", profile)
+    assert response.status_code == 200 and "lone surrogate" in response.content.decode()
+    assert not AuditLog.objects.exists() and not Sku.objects.exists()
+    assert list(MaasSite.objects.all()) == [site]
+
+
+def test_every_json_field_of_an_admin_form_is_held_to_the_api_parser(admin_user: Any) -> None:
+    """Every add and change form of our pages: a JSON field added later gets the same parser."""
+    from django import forms
+    from django.contrib import admin
+    from django.test import RequestFactory
+
+    from maas_domain.jsontext import JSONFormField
+
+    request = RequestFactory().get("/")
+    request.user = admin_user
+    seen = 0
+    for model, model_admin in admin.site._registry.items():
+        if model._meta.app_label in ("auth", "django_celery_beat"):
+            continue
+        if not model_admin.has_add_permission(request):
+            continue
+        for name, field in model_admin.get_form(request).base_fields.items():
+            if isinstance(field, forms.JSONField):
+                seen += 1
+                assert isinstance(field, JSONFormField), (model.__name__, name)
+    assert seen >= 4

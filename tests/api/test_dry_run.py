@@ -385,7 +385,7 @@ def test_a_dry_run_with_an_idempotency_key_is_not_replayed_later(flow_site: Flow
 def test_credentials_dry_run_writes_no_secret(flow_site: Flow) -> None:
     client = client_for(flow_site.admin)
     site = flow_site.site
-    path = f"sites/{site.pk}/maas-api-key"
+    path = f"regions/{site.region}/sites/{site.pk}/maas-api-key"
     version_before = get_backend().read(path)
     response = client.post(
         f"/api/v1/admin/maas-sites/{site.pk}/credentials?dry_run=true",

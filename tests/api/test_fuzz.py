@@ -5,8 +5,9 @@ invalid per the schema), half of them aimed at rows that exist (a seeded site, p
 node, allocation, onboarding, decommission, batch and drift record). Any 5xx, any answer whose
 status, content type or body the document does not describe, fails the gate.
 
-Each run draws a fresh seed and prints it (the failure message carries it too); replay a run
-with ``FUZZ_SEED=<seed>``. ``make check`` runs the gate on PostgreSQL and again on SQLite (the
+Each run draws a fresh seed (``scripts/fuzz`` and ``scripts/check`` draw it and print it before
+and after the run, passing or not; the failure message carries it too); replay a run with
+``FUZZ_SEED=<seed>``. ``make check`` runs the gate on PostgreSQL and again on SQLite (the
 embedded default) at 25 examples per operation (``scripts/check``: a fresh seed every run, so
 successive runs cover new ground); ``make fuzz`` runs 300 examples per operation on both.
 """
@@ -42,6 +43,7 @@ from maas_domain.services.tokens import api_token_create
 from onboarding.models import OnboardingBatch
 from reconciliation.models import DriftRecord
 from tests.factories import make_node, make_onboarding, make_profile, make_site, make_sku
+from tests.support.flows import wait_until
 from tests.support.maas import API_KEY, Sim, make_sim
 from tests.support.openapi import openapi_document
 
@@ -150,10 +152,24 @@ def api_schema(live_server: Any, admin_user: Any, settings: Any) -> Any:
     # POST /tokens/{id}/revoke is fuzzed too: keep our own token's id out of reach
     ApiToken.objects.filter(pk=made.pk).update(id=FUZZ_TOKEN_ID)
     auth = {"Authorization": f"Bearer {token}"}
-    schema = schemathesis.openapi.from_url(f"{live_server.url}/api/v1/schema/?format=json",
-                                           headers=auth)  # fmt: skip
+    # The document once the server answers (a health check at a time, as long as it takes),
+    # then fetched with room for a loaded machine: schemathesis's own fetch gave up after 10 s.
+    wait_until(lambda: _answers(f"{live_server.url}/health/live"), timeout=300,
+               what="the live server")  # fmt: skip
+    document = requests.get(
+        f"{live_server.url}/api/v1/schema/?format=json", headers=auth, timeout=300
+    )
+    document.raise_for_status()
+    schema = schemathesis.openapi.from_dict(document.json())
     schema.config.update(base_url=live_server.url, headers=auth)
     return schema
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=30).status_code == 200
+    except requests.RequestException:
+        return False
 
 
 def cases(operation: Any, seeded: dict[str, Any]) -> Any:

@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +18,7 @@ from schemathesis.core.failures import FailureGroup
 from tests.api.test_fuzz import no_server_error
 from tests.support.openapi import openapi_document
 
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = schemathesis.openapi.from_dict(openapi_document())
 REGION = {"error": "unavailable", "detail": "No live worker serves region 'x'",
           "dependency": "region"}  # fmt: skip
@@ -53,3 +58,21 @@ def test_the_documented_unserved_region_503_passes() -> None:
 def test_every_other_server_error_fails(status: int, body: Any) -> None:
     with pytest.raises((AssertionError, FailureGroup)):
         answer(PROBE, status, body)
+
+
+@pytest.mark.slow
+def test_scripts_fuzz_prints_its_seed_on_a_passing_run_too(
+    private_redis: Any, tmp_path: Path
+) -> None:
+    """A passing run printed nothing of its seed (pytest keeps a passing test's output): it
+    could not be replayed. One operation, two examples, on SQLite and a Redis of its own (the
+    gate empties its broker's database); a given FUZZ_SEED is printed the same way."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAASCP_", "FUZZ_"))}
+    env.update(MAASCP_DATA_DIR=str(tmp_path), MAASCP_BROKER_URL=private_redis.url,
+               FUZZ_ONLY="/skus/{id}", FUZZ_EXAMPLES="2")  # fmt: skip
+    fresh = subprocess.run(["scripts/fuzz", "sqlite"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=600)  # fmt: skip
+    assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
+    seed = re.search(r"fuzz: passed with seed (\d+) on sqlite", fresh.stdout)
+    assert seed, fresh.stdout
+    assert f"(replay: FUZZ_SEED={seed[1]} scripts/fuzz sqlite)" in fresh.stdout

@@ -127,3 +127,57 @@ def test_workflow_detail_does_not_call_maas_unless_asked_and_shows_the_age(
     assert api.get(url, {"diagnostics": "maybe"}).status_code == 400
     page = api.get(f"{url}/timeline", {"limit": 25, "offset": 50}).json()
     assert page["count"] == 60 and page["results"][0]["message"] == "look 50"
+
+
+def test_diagnostics_refreshes_are_bounded_per_machine_and_per_caller(
+    admin_user: Any, sim: Sim, settings: Any, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """30 refreshes with a read token made 120 MAAS requests in 4 s: a machine is fetched at
+    most once per 10 s whoever asks (the workflow API, another workflow of the node, the admin
+    pages), and each caller's fetches are limited (a 429 with Retry-After past the limit)."""
+    from maas_domain import diagnostics
+    from tests.support.tokens import bearer_token
+
+    # the rule, not the machine's speed (raising=False: the code before the rule had none)
+    monkeypatch.setattr(diagnostics, "REFRESH_INTERVAL", 3600, raising=False)
+    settings.DIAGNOSTICS_REFRESHES_PER_MINUTE = 5
+    site = make_site(maas_url=sim.url)
+    site_credentials_write(actor=admin_user, site=site, payload={"maas_api_key": API_KEY})
+    profile = make_profile(site)
+    sid = sim.add(hostname="gpu-3", status="deployed")
+    first = make_onboarding(site, hostname="gpu-3", maas_system_id=sid, profile=profile)
+    again = make_onboarding(site, hostname="gpu-3", maas_system_id=sid, profile=profile,
+                            state="failed")  # fmt: skip
+    reader = APIClient()
+    reader.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer_token(admin_user, scope='read')}")
+    sim.reset_counters()
+    answers = [reader.get(f"{BASE}/onboardings/{first.pk}", {"diagnostics": "refresh"})
+               for _ in range(30)]  # fmt: skip
+    assert {a.status_code for a in answers} == {200}
+    assert {a.json()["diagnostics"]["fetched_at"] for a in answers} != {None}
+    assert len({a.json()["diagnostics"]["fetched_at"] for a in answers}) == 1
+    assert sim.count("machine.read") == 1  # one fetch: 4 MAAS requests, not 120
+    shared = reader.get(f"{BASE}/onboardings/{again.pk}", {"diagnostics": "refresh"})
+    assert (
+        shared.json()["diagnostics"]["fetched_at"] == answers[0].json()["diagnostics"]["fetched_at"]
+    )  # the same machine: the same answer
+    client.force_login(admin_user)
+    page = client.get(f"/admin/onboarding/onboarding/{again.pk}/diagnostics/")
+    assert page.status_code == 200 and "Deployed" in page.content.decode()
+    assert sim.count("machine.read") == 1
+    again.save()  # the workflow moved on since that fetch: it is not shown with the old one
+    moved = reader.get(f"{BASE}/onboardings/{again.pk}", {"diagnostics": "refresh"}).json()
+    assert moved["diagnostics"]["fetched_at"] != answers[0].json()["diagnostics"]["fetched_at"]
+    assert sim.count("machine.read") == 2
+    others = []
+    for i in range(5):  # other machines: fetches this token has left (5 a minute, 2 used)
+        other_sid = sim.add(hostname=f"gpu-{10 + i}", status="deployed")
+        others.append(make_onboarding(site, hostname=f"gpu-{10 + i}", maas_system_id=other_sid,
+                                      profile=profile))  # fmt: skip
+    codes = [reader.get(f"{BASE}/onboardings/{wf.pk}", {"diagnostics": "refresh"})
+             for wf in others]  # fmt: skip
+    assert [c.status_code for c in codes] == [200, 200, 200, 429, 429]
+    assert int(codes[-1]["Retry-After"]) >= 1 and codes[-1].json()["error"] == "throttled"
+    assert sim.count("machine.read") == 5
+    cached = reader.get(f"{BASE}/onboardings/{others[0].pk}")  # reading what was fetched: free
+    assert cached.status_code == 200 and cached.json()["diagnostics"]["available"] is True

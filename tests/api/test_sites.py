@@ -459,3 +459,27 @@ def test_a_default_region_probe_runs_in_the_api_as_before(
     assert response.status_code == 200
     assert response.json()["health"] == "unhealthy"
     assert east_served.sent == []
+
+
+def test_production_refuses_an_http_maas_unless_the_site_allows_it(
+    api: APIClient, settings: Any
+) -> None:
+    """The OAuth PLAINTEXT signature (the key's secret) and IPMI passwords cross the connection
+    to MAAS: production took http:// for any site. Now it needs the site's own say-so."""
+    settings.PRODUCTION = True
+    http = {"name": "lab", "maas_url": "http://maas.test:5240/MAAS/"}
+    refused = api.post(URL, http, format="json")
+    assert refused.status_code == 400 and "maas_url" in refused.json()["fields"]
+    assert "maas_allow_http" in refused.json()["fields"]["maas_url"][0]
+    assert not MaasSite.objects.exists()
+    allowed = api.post(URL, {**http, "maas_allow_http": True}, format="json")
+    assert allowed.status_code == 201 and allowed.json()["maas_allow_http"] is True
+    tls = api.post(URL, {"name": "dc", "maas_url": "https://maas.test/MAAS/"}, format="json")
+    assert tls.status_code == 201 and tls.json()["maas_allow_http"] is False
+    site = allowed.json()["id"]
+    off = api.patch(f"{URL}/{site}", {"maas_allow_http": False}, format="json")
+    assert off.status_code == 400 and "maas_url" in off.json()["fields"]
+    assert MaasSite.objects.get(pk=site).maas_allow_http is True
+    settings.PRODUCTION = False  # the embedded stack and its simulator speak http
+    lab = api.post(URL, {**http, "name": "embedded"}, format="json")
+    assert lab.status_code == 201, lab.content

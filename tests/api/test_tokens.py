@@ -122,3 +122,76 @@ def test_children_die_with_their_parent(admin_user: object, api: APIClient) -> N
         assert bearer(raw_token).get("/api/v1/admin/skus").status_code == 401
     row = AuditLog.objects.filter(action="api_token.revoke").latest("id")
     assert sorted(row.after["revoked_children"]) == sorted([child["id"], grandchild["id"]])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("pause", ["children_collected", "before_commit"])
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_token_minted_while_its_ancestor_is_being_revoked_dies_too(
+    depth: int, pause: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack pass minted children through a token while it was being revoked (2 of 120
+    survived, created up to 121 ms after): the revocation is held open here (right after it
+    collected the children, or just before it commits), the minting runs during it, and
+    whatever the order no child of the revoked token may stay live."""
+    import threading
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection, transaction
+
+    from maas_domain.errors import DomainError
+    from maas_domain.services import tokens
+    from maas_domain.services.tokens import api_token_create, api_token_revoke
+
+    user = get_user_model().objects.create_user("racer", is_superuser=True)
+    root, _ = api_token_create(actor=None, user=user, name="root", scope="admin")
+    through = root
+    for level in range(depth - 1):
+        through, _ = api_token_create(
+            actor=user, user=user, name=f"l{level}", scope="admin", parent=through
+        )
+    revoking, release = threading.Event(), threading.Event()
+    outcome: list[object] = []
+    collect = tokens._descendants
+
+    def collected_then_pause(token: ApiToken) -> list[int]:
+        found = collect(token)
+        if pause == "children_collected":
+            revoking.set()
+            release.wait(30)
+        return found
+
+    monkeypatch.setattr(tokens, "_descendants", collected_then_pause)
+
+    def revoke() -> None:
+        try:
+            with transaction.atomic():
+                api_token_revoke(actor=None, token_id=root.pk, reason="leaked")
+                revoking.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def mint() -> None:
+        try:  # ``through`` as the request's authentication read it: before the revocation
+            outcome.append(
+                api_token_create(actor=user, user=user, name="late", scope="read", parent=through)
+            )
+        except DomainError as refused:
+            outcome.append(refused)
+        finally:
+            connection.close()
+
+    revoker = threading.Thread(target=revoke)
+    revoker.start()
+    assert revoking.wait(30)
+    minter = threading.Thread(target=mint)
+    minter.start()
+    minter.join(1.0)  # the old code committed the child here, inside the revocation's window
+    release.set()
+    revoker.join(30)
+    minter.join(30)
+    assert len(outcome) == 1
+    assert not ApiToken.objects.filter(revoked_at__isnull=True).exists(), outcome
+    if isinstance(outcome[0], DomainError):
+        assert outcome[0].status == 403 and "revoked" in str(outcome[0])

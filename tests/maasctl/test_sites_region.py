@@ -66,3 +66,18 @@ def test_a_site_on_a_used_maas_is_refused_naming_it_and_share_maas_with_is_sent(
                     "--share-maas-with", "demo")  # fmt: skip
     assert made.exit_code == 0, made.output
     assert fake_api.to("POST", "/maas-sites")[-1].body["share_maas_with"] == ["demo"]
+
+
+def test_an_http_maas_is_allowed_per_site_on_purpose(fake_cli: Any, fake_api: Any) -> None:
+    """Production refuses an http:// MAAS URL unless the site allows it (docs/security.md, T22):
+    maasctl sends the site's say-so, and only when asked."""
+    fake_api.on("POST", "/maas-sites", SITE, status=201)
+    made = fake_cli("sites", "create", "lab-east", "--maas-url", SITE["maas_url"],
+                    "--maas-allow-http")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert fake_api.to("POST", "/maas-sites")[0].body["maas_allow_http"] is True
+    fake_api.on("PATCH", "/maas-sites/4", SITE)
+    assert fake_cli("sites", "update", "4", "--maas-https-only").exit_code == 0
+    assert fake_api.to("PATCH", "/maas-sites/4")[0].body == {"maas_allow_http": False}
+    assert fake_cli("sites", "update", "4", "--description", "x").exit_code == 0
+    assert "maas_allow_http" not in fake_api.to("PATCH", "/maas-sites/4")[1].body

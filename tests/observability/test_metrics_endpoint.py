@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -211,3 +212,27 @@ def test_unreadable_heartbeats_leave_out_the_workers_series_not_report_zero(
     assert value(samples, "maascp_region_work_waiting", region="east") == 1
     assert not [name for name, _ in samples if name == "maascp_region_workers"]
     assert value(samples, "maascp_metrics_source_up", source="regions") == 1
+
+
+def test_the_endpoint_needs_the_read_class_as_the_docs_say(db: None) -> None:
+    """The docs said an admin token while a read token scraped: one rule, stated once in the
+    docs and held here. A read-scoped token of the read role scrapes; a user without a role,
+    or a staff flag alone, does not."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from maas_domain.access import Action
+    from maas_domain.observability.views import MetricsViewSet
+    from tests.support.tokens import bearer_token
+
+    assert MetricsViewSet.action_classes == {"list": Action.READ}
+    docs = (Path(__file__).resolve().parents[2] / "docs/observability.md").read_text()
+    assert "The endpoint needs the `read` action class" in docs
+    assert "admin bearer token" not in docs
+    reader = get_user_model().objects.create_user("prometheus")
+    reader.groups.add(Group.objects.get(name="maascp-read"))
+    staff = get_user_model().objects.create_user("staff-only", is_staff=True)
+    for user, code in ((reader, 200), (staff, 403)):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer_token(user, scope='read')}")
+        assert client.get(URL).status_code == code, user

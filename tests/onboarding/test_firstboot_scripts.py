@@ -123,3 +123,38 @@ def test_the_scripts_trust_the_site_ca_and_retry(site: Any, tmp_path: Path) -> N
     for line in lines:
         assert "--retry 8" in line and "--retry-connrefused" in line, line
         assert f"--cacert {ca}" in line, line
+
+
+def test_a_bootstrap_script_that_is_not_the_pinned_one_never_runs(
+    site: Any, tmp_path: Path
+) -> None:
+    """The bootstrap script runs as root and came with no digest check: whatever answered at
+    the agent URL (a proxy in between, a host that took the name) ran on every node. The
+    payload pins its SHA-256; here a curl in the middle appends a line to it on the way."""
+    wf = make_onboarding(site, hostname="pin01", state="waiting", stage="enrollment")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("curl")
+    (fake / "curl").write_text(
+        "#!/bin/sh\n"
+        f'{real} "$@" || exit $?\n'
+        'case "$*" in *gpuaas-bootstrap.sh*) echo \'touch "$R/run/pwned"\' >> '
+        f'"{tmp_path}/root/run/gpuaas-bootstrap.sh" ;; esac\n'
+    )
+    (fake / "curl").chmod(0o755)
+    root = tmp_path / "root"
+    tokens, hashes = payload.mint_tokens(wf.pk, wf.attempt)
+    Onboarding.objects.filter(pk=wf.pk).update(**hashes)
+    wf.refresh_from_db()
+    install(payload.render(wf, wf.profile.effective_policy(), tokens), root)
+    done = subprocess.run(
+        ["/bin/sh", str(root / "usr/local/lib/gpuaas/node-agent.sh")],
+        env={"PATH": f"{fake}:{os.environ['PATH']}", "GPUAAS_ROOT": str(root)},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert not (root / "run/pwned").exists()
+    wf.refresh_from_db()
+    assert wf.enrolled_attempt is None and wf.agent_started_at is None
+    reported = [e.message for e in wf.events.filter(kind__startswith="node.")]
+    assert any("digest" in m for m in reported), reported

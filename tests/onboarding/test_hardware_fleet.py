@@ -15,7 +15,7 @@ from maas_domain.models import Node, QuarantineEvidence
 from maas_simulator.node import NodeSide
 from onboarding.batches import onboarding_start_batch
 from onboarding.models import Onboarding
-from tests.support.flows import Flow, footprint, wait_progressing
+from tests.support.flows import Flow, footprint, maas_footprint, wait_progressing
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -80,12 +80,13 @@ def test_a_batch_of_40_with_three_defective_machines(fleet: Flow, api: APIClient
     rows = Onboarding.objects.filter(batch=batch)
     wait_progressing(
         lambda: not rows.filter(state__in=("pending", "running", "waiting")).exists(),
-        lambda: footprint(Onboarding, batch=batch),
+        lambda: (footprint(Onboarding, batch=batch), maas_footprint(flow.sim)),
         what="the batch to finish",
     )
     states = dict(rows.values_list("hostname", "state"))
     failed = {h: s for h, s in states.items() if s != "succeeded"}
-    assert set(failed) == {host(i)[0] for i in FAULTS}, failed
+    why = dict(rows.filter(hostname__in=failed).values_list("hostname", "reason"))
+    assert set(failed) == {host(i)[0] for i in FAULTS}, why
     assert Node.objects.filter(state="active").count() == NODES - len(FAULTS)
 
     for i, (_, failure_class, named) in FAULTS.items():

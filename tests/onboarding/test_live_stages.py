@@ -755,7 +755,7 @@ def test_deploy_repairs_token_storage_that_no_longer_matches_the_row(
     sid = bench.sim.add(hostname=f"tk-{damage}", status="ready")
     wf = bench.onboarding(f"tk-{damage}", "10.5.7.1", maas_system_id=sid)
     done(wf, run(wf, "payload")[0])
-    path = p.tokens_path(wf.pk, wf.attempt)
+    path = p.tokens_path(wf.site.region, wf.pk, wf.attempt)
     if damage == "missing":  # lost with a backend restored from an older backup
         from maas_domain.models import SecretVersion
 

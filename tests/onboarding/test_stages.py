@@ -44,6 +44,78 @@ def test_preflight_lists_every_problem_at_once(bench: Bench) -> None:
     assert any("bootstrap endpoint" in p and "not fetchable" in p for p in problems)
 
 
+def test_preflight_checks_again_an_endpoint_that_did_not_answer_in_time(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load the control plane's own node endpoint missed the check's timeout and the
+    onboarding failed at preflight (3 of a 40-node batch): a URL that did not answer in time, or
+    answered "later", is checked again with backoff; one that answered no is a failure."""
+    import socket
+
+    from onboarding import fetchcheck
+
+    monkeypatch.setattr(fetchcheck, "TIMEOUT", (1.0, 0.5))
+    silent = socket.socket()  # accepts, never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        bench.site.node_api_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        bench.site.save()
+        result, _ = run(bench.onboarding("p4", "10.1.0.4"), "preflight")
+    finally:
+        silent.close()
+    assert (type(result).__name__, result.classification) == ("Retry", "fetch_unavailable")
+    assert "ReadTimeout" in result.message and result.after >= 5
+
+
+def test_preflight_reaches_the_node_endpoint_as_a_node_does_trusting_its_ca(
+    bench: Bench, tmp_path: Any
+) -> None:
+    """A node endpoint behind TLS with the deployment's own CA (compose's) was checked against
+    the system's CAs and "not fetchable: SSLError" failed every onboarding: the preflight trusts
+    what the node is given (the site's CA bundle, else MAASCP_NODE_CA_FILE), and only that."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.support.proxy import make_secrets
+
+    tls = make_secrets(tmp_path / "tls")
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tls / "node-proxy.crt", tls / "node-proxy.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        bench.site.node_api_url = f"https://localhost:{server.server_address[1]}"
+        bench.site.payload_allowed_hosts = ["localhost"]
+        bench.site.ca_bundle_pem = (tls / "ca.pem").read_text()
+        bench.site.save()
+        trusted, _ = run(bench.onboarding("p5", "10.1.0.5"), "preflight")
+        assert type(trusted).__name__ == "Done", trusted
+        from devtools.demo import demo_ca_pem
+
+        bench.site.ca_bundle_pem = demo_ca_pem()  # a CA that did not sign the endpoint
+        bench.site.save()
+        from onboarding import fetchcheck
+
+        fetchcheck.forget()
+        refused, _ = run(bench.onboarding("p6", "10.1.0.6"), "preflight")
+        assert type(refused).__name__ == "Fail" and "SSLError" in refused.message, refused
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_preflight_keeps_the_bundle_problems_with_the_trust_problems(bench: Bench) -> None:
     bench.site.ca_bundle_pem = "-----BEGIN CERTIFICATE-----\nplaceholder\n"
     bench.site.save()

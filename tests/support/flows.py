@@ -97,6 +97,16 @@ def footprint(model: Any, **rows: Any) -> Any:
     )
 
 
+def maas_footprint(sim: Any) -> Any:
+    """What MAAS's progress looks like (the simulator's): every machine's status and how many
+    events it has written. A workflow waiting on MAAS (commissioning, tests, a deploy) writes
+    its own row only at its polls, which a loaded machine spaces out: MAAS moving is progress
+    too (the 40-node batch reported "no progress for 60 s" while its machines ran their tests)."""
+    with sim.model.lock:
+        statuses = sorted(str(m.status) for m in sim.model.machines.values())
+        return (len(sim.model.events), tuple(statuses))
+
+
 def fresh_broker(settings: Any) -> None:
     """Empty the test broker: Redis (``make check``'s), or the embedded default's filesystem
     broker (``tests/support/workers.py``'s ``embedded_broker``: a new folder per test)."""

@@ -240,3 +240,83 @@ def test_no_region_name_turns_into_the_central_queue(name: str) -> None:
 def test_the_embedded_filesystem_broker_runs_every_region_on_its_one_queue(settings: Any) -> None:
     settings.CELERY_BROKER_URL = "filesystem://"
     assert regions.queue_for("east") == regions.queue_for("default") == "celery"
+
+
+def _plant(store: heartbeat.Store, name: str, value: Any) -> None:
+    """A key written into the broker's Redis by anyone who can write there."""
+    import time
+
+    assert isinstance(store, heartbeat.RedisStore), "the test broker is Redis"
+    store.redis.set(heartbeat.KEY_PREFIX + name, value, px=60_000)
+    store.redis.zadd(heartbeat.INDEX, {name: time.time()})
+
+
+def _unplant(store: heartbeat.Store, *names: str) -> None:
+    assert isinstance(store, heartbeat.RedisStore)
+    for name in names:
+        store.redis.delete(heartbeat.KEY_PREFIX + name)
+        store.redis.zrem(heartbeat.INDEX, name)
+
+
+def test_a_heartbeat_written_without_the_key_serves_no_region(
+    heartbeats: heartbeat.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One forged Redis key made an unserved region look served: a heartbeat now counts only
+    when signed with the deployment's key, for the name it is stored under, and fresh."""
+    import json
+    import time
+
+    from django.core import signing
+
+    plain = json.dumps({"queues": ["region-east"], "pid": 1, "at": time.time()})
+    _plant(heartbeats, "plain", plain)  # what a worker wrote before heartbeats were signed
+    try:
+        live = regions.live_queues()
+        assert live is not None and "region-east" not in live, live
+    finally:
+        _unplant(heartbeats, "plain")
+    forged = {
+        "other-key": signing.dumps(
+            {"name": "other-key", "queues": ["region-east"]}, key="x" * 50, salt=heartbeat.SALT
+        ),
+        "copied": heartbeat.signed("east-1", ["region-east"]),  # east-1's value, another name
+    }
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600)  # what signing stamps with
+    forged["stale"] = heartbeat.signed("stale", ["region-east"])  # an hour old: replayed
+    monkeypatch.undo()
+    try:
+        for name, value in forged.items():
+            _plant(heartbeats, name, value)
+        live = regions.live_queues()
+        assert live is not None and "region-east" not in live, live
+        assert not regions.served("east", live)
+        heartbeats.beat("east-1", ["region-east"], 60)  # a worker's own
+        assert regions.live_queues() == {"region-east": 1}
+    finally:
+        _unplant(heartbeats, *forged)
+
+
+def test_a_malformed_heartbeat_hides_nothing(heartbeats: heartbeat.Store) -> None:
+    """One malformed key made every heartbeat unreadable, and an unreadable store names no
+    region unserved: each value is judged on its own now."""
+    bad = {"garbage": b"not json at all", "binary": b"\xff\xfe", "list": b"[1, 2]", "empty": b""}
+    heartbeats.beat("west-1", ["region-west"], 60)
+    try:
+        for name, value in bad.items():
+            _plant(heartbeats, name, value)
+        live = regions.live_queues()
+        assert live == {"region-west": 1}
+        assert not regions.served("east", live) and regions.served("west", live)
+    finally:
+        _unplant(heartbeats, *bad)
+
+
+def test_the_embedded_store_judges_each_file_on_its_own(tmp_path: Any) -> None:
+    store = heartbeat.FolderStore(tmp_path)
+    store.beat("w1", ["celery"], 60)
+    (tmp_path / "forged.json").write_text('{"name": "forged", "queues": ["region-east"], '
+                                          '"expires": 9999999999}')  # fmt: skip
+    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "odd.json").write_text('{"name": "odd"}')
+    assert store.live() == {"w1": ["celery"]}

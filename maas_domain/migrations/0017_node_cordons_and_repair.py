@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('maas_domain', '0015_site_region'),
+        ('maas_domain', '0016_site_maas_allow_http'),
     ]
 
     operations = [
