@@ -481,5 +481,6 @@ def test_production_refuses_an_http_maas_unless_the_site_allows_it(
     assert off.status_code == 400 and "maas_url" in off.json()["fields"]
     assert MaasSite.objects.get(pk=site).maas_allow_http is True
     settings.PRODUCTION = False  # the embedded stack and its simulator speak http
-    lab = api.post(URL, {**http, "name": "embedded"}, format="json")
+    own = {"maas_url": "http://maas-embedded.test:5240/MAAS/"}  # one MAAS, one site
+    lab = api.post(URL, {**http, **own, "name": "embedded"}, format="json")
     assert lab.status_code == 201, lab.content
